@@ -1,0 +1,99 @@
+/*!
+ * \file devbridge/c_runtime_api.h
+ * \brief devbridge's runtime table: what a kernel-side C library needs from the
+ *  framework that DLPack's exchange table does not give it.
+ *
+ * The table is handed over as a PyCapsule named "devbridge_runtime_api"
+ * (`devbridge.runtime_api_capsule()`). Kernel-side code includes only this
+ * header and <dlpack/dlpack.h>-compatible integers: no torch, no vendor header.
+ *
+ * Devices are named with DLPack device types (kDLCPU = 1, kDLCUDA = 2,
+ * kDLExtDev = 12 for the PrivateUse1 plugin, 21 = kDLAscend when the
+ * transition mode is on), so a consumer needs no torch enum.
+ *
+ * Errors: every function returns 0 on success and -1 on failure; the message
+ * is then available from `get_last_error` on the same thread until the next
+ * failing call. No function throws; none needs the GIL.
+ *
+ * Versioning (same rule as DLPack's): the `header` prefix never changes. A
+ * minor bump only appends fields at the end; a consumer compiled against minor
+ * M may read the fields of minor <= table.minor. A major bump changes layout:
+ * a consumer seeing another major must not read past the header.
+ */
+#ifndef DEVBRIDGE_C_RUNTIME_API_H_
+#define DEVBRIDGE_C_RUNTIME_API_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DEVBRIDGE_RUNTIME_API_MAJOR 1
+#define DEVBRIDGE_RUNTIME_API_MINOR 0
+/*! \brief Name of the PyCapsule that carries a `DevbridgeRuntimeAPI*`. */
+#define DEVBRIDGE_RUNTIME_API_CAPSULE_NAME "devbridge_runtime_api"
+
+/*! \brief Stable prefix of every version of the table. */
+typedef struct {
+  uint32_t major; /*!< DEVBRIDGE_RUNTIME_API_MAJOR of the producer */
+  uint32_t minor; /*!< DEVBRIDGE_RUNTIME_API_MINOR of the producer */
+  size_t size;    /*!< sizeof(DevbridgeRuntimeAPI) of the producer */
+} DevbridgeRuntimeAPIHeader;
+
+/*!
+ * \brief Optional submission hook (slot reserved for plugins with a host task
+ *  queue, e.g. torch_npu's style). When set, a launcher hands it the launch as
+ *  a closure instead of calling the kernel runtime directly.
+ *  \param run executes the launch on `stream`; returns 0 or -1.
+ *  \param ctx opaque to the hook, passed back to run.
+ */
+typedef int (*DevbridgeSubmitFn)(int32_t device_type, int32_t device_id, void* stream,
+                                 int (*run)(void* ctx, void* stream), void* ctx);
+
+typedef struct {
+  /*! \brief Must be first: {major, minor, size}. */
+  DevbridgeRuntimeAPIHeader header;
+  /*!
+   * \brief Number of devices of `device_type`.
+   * \return 0 on success, -1 (unknown or unavailable device type) on failure.
+   */
+  int (*device_count)(int32_t device_type, int32_t* out_count);
+  /*! \brief The calling thread's current device index of `device_type`. */
+  int (*get_current_device)(int32_t device_type, int32_t* out_device_id);
+  /*! \brief Set the calling thread's current device of `device_type`. */
+  int (*set_current_device)(int32_t device_type, int32_t device_id);
+  /*!
+   * \brief The framework's current stream of (device_type, device_id) on the
+   *  calling thread, as the backend's native handle (cudaStream_t, the
+   *  plugin's stream pointer, ...). Writes NULL for kDLCPU.
+   *  Fails (never silently NULL) when the plugin exposes no native handle.
+   */
+  int (*current_stream)(int32_t device_type, int32_t device_id, void** out_stream);
+  /*!
+   * \brief The submission hook registered for `device_type`, or NULL in
+   *  *out_hook when none is (then launch directly). Reserved for launchers.
+   */
+  int (*get_submit_hook)(int32_t device_type, DevbridgeSubmitFn* out_hook);
+  /*! \brief Last error message of the calling thread; never NULL ("" if none). */
+  const char* (*get_last_error)(void);
+} DevbridgeRuntimeAPI;
+
+/*!
+ * \brief Stream resolver a plugin may register when its device guard does not
+ *  override c10's getStreamNativeHandle (torch < 2.11 style plugins):
+ *  maps a c10 stream (device index + StreamId) to the native stream handle.
+ *  Registered through `devbridge.register_stream_resolver(capsule)` with a
+ *  PyCapsule named "devbridge_stream_resolver" holding this function pointer.
+ *  \return 0 on success; -1 on failure (then *out_stream is ignored).
+ */
+typedef int (*DevbridgeStreamResolver)(int32_t device_index, int64_t stream_id,
+                                       void** out_stream);
+#define DEVBRIDGE_STREAM_RESOLVER_CAPSULE_NAME "devbridge_stream_resolver"
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif
+
+#endif  // DEVBRIDGE_C_RUNTIME_API_H_

@@ -1,0 +1,222 @@
+/*!
+ * \file simdev/runtime.h
+ * \brief The simdev runtime: a CPU-simulated accelerator with a CUDA-like C API.
+ *
+ * simdev is devbridge's reference device. Its purpose is to make every
+ * stream-ordering mistake observable on a machine without an accelerator, so
+ * its semantics follow a real asynchronous device closely:
+ *
+ *  - N virtual devices (`SIMDEV_DEVICE_COUNT`, default 2), a per-host-thread
+ *    current device (default 0).
+ *  - Device memory is host memory that the runtime hands out and tracks; every
+ *    pointer passed where device memory is expected is validated against the
+ *    live allocations of that device. Each device has a byte capacity
+ *    (`SIMDEV_MEMORY_CAPACITY`, default 4 GiB) so out-of-memory is testable.
+ *  - Streams: each device has a default stream, plus streams created by the
+ *    user. Every stream owns one worker thread that executes the stream's queue
+ *    strictly in order. Enqueueing never waits for queued work.
+ *  - Events: recorded on a stream, waited on by another stream, queried,
+ *    synchronized, timed.
+ *  - A debug delay (`SIMDEV_OP_DELAY_US` or sdSetOpDelay) sleeps before every
+ *    queued operation, so that a missing cross-stream wait produces stale data
+ *    deterministically.
+ *
+ * Errors: every function returns an sdError_t. On failure the calling thread's
+ * last-error message (sdGetLastErrorString) names the function, the bad
+ * argument and what to do. Errors raised by queued work (a failing host
+ * function or kernel) are sticky on the stream and reported by the next
+ * sdStreamSynchronize / sdStreamQuery / sdEventSynchronize of that stream.
+ *
+ * Thread safety: every function may be called from any host thread, including
+ * a stream's worker thread (for example from a host function), except the
+ * synchronizing functions, which must not wait on the worker's own stream.
+ *
+ * This header is plain C and depends only on <stddef.h> and <stdint.h>.
+ */
+#ifndef SIMDEV_RUNTIME_H_
+#define SIMDEV_RUNTIME_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define SIMDEV_API __declspec(dllexport)
+#else
+#define SIMDEV_API __attribute__((visibility("default")))
+#endif
+
+/*! \brief Runtime API version: bumped on every change of this header. */
+#define SIMDEV_RUNTIME_VERSION_MAJOR 1
+#define SIMDEV_RUNTIME_VERSION_MINOR 0
+
+/*! \brief Error codes. Values are stable; new codes get new numbers. */
+typedef enum {
+  sdSuccess = 0,
+  /*! \brief A queued operation has not finished (sdStreamQuery, sdEventQuery). */
+  sdErrorNotReady = 1,
+  /*! \brief An argument is NULL, out of range or otherwise malformed. */
+  sdErrorInvalidValue = 2,
+  /*! \brief The device index is not in [0, device count). */
+  sdErrorInvalidDevice = 3,
+  /*! \brief The pointer (range) is not a live allocation of the expected device. */
+  sdErrorInvalidDevicePointer = 4,
+  /*! \brief The device's capacity would be exceeded. */
+  sdErrorMemoryAllocation = 5,
+  /*! \brief The stream handle is not a live stream. */
+  sdErrorInvalidStream = 6,
+  /*! \brief The event handle is not a live event, or was never recorded (elapsed time). */
+  sdErrorInvalidEvent = 7,
+  /*! \brief Timing was requested from an event created with sdEventDisableTiming. */
+  sdErrorTimingDisabled = 8,
+  /*! \brief dlopen failed, or the module handle is not live. */
+  sdErrorInvalidModule = 9,
+  /*! \brief The kernel symbol is not in the module. */
+  sdErrorNotFound = 10,
+  /*! \brief A host function or kernel queued on the stream reported failure. */
+  sdErrorLaunchFailure = 11,
+  /*! \brief A call would wait on the calling worker's own stream (deadlock). */
+  sdErrorDeadlock = 12,
+  /*! \brief Anything else; the message says what. */
+  sdErrorUnknown = 999
+} sdError_t;
+
+/*! \brief Direction of a copy; each side's pointer is validated accordingly. */
+typedef enum {
+  sdMemcpyHostToDevice = 1,
+  sdMemcpyDeviceToHost = 2,
+  sdMemcpyDeviceToDevice = 3, /*!< either device; may cross devices */
+  sdMemcpyHostToHost = 4
+} sdMemcpyKind;
+
+/*! \brief Event creation flags (bitmask). */
+#define sdEventDefault 0u
+#define sdEventDisableTiming 1u
+
+typedef struct sdStream_st* sdStream_t; /*!< opaque; NULL is never a valid stream */
+typedef struct sdEvent_st* sdEvent_t;   /*!< opaque */
+typedef struct sdModule_st* sdModule_t; /*!< opaque */
+typedef struct sdFunction_st* sdFunction_t; /*!< opaque; lives as long as its module */
+
+/*!
+ * \brief A host function queued on a stream. Runs on the stream's worker.
+ * \return 0 on success; non-zero marks the stream failed (sdErrorLaunchFailure).
+ */
+typedef int (*sdHostFn_t)(void* user_data);
+
+/*! \brief What a kernel program sees: its program id and the grid. */
+typedef struct {
+  uint32_t program_id[3]; /*!< x, y, z of this program */
+  uint32_t grid[3];       /*!< grid size in x, y, z */
+  int device;             /*!< the device the kernel runs on */
+} sdKernelContext;
+
+/*!
+ * \brief Signature of a kernel exported by a module (an `extern "C"` symbol of
+ *  a shared library). `args[i]` points at the i-th argument's value (a device
+ *  pointer argument is passed as a pointer to the pointer), as in
+ *  cuLaunchKernel. Return 0 on success, non-zero on failure.
+ */
+typedef int (*sdKernelFn_t)(const sdKernelContext* ctx, void** args);
+
+/* ---------------------------------------------------------------- errors */
+
+/*! \brief Message of the last error on the calling thread ("" if none). Never NULL. */
+SIMDEV_API const char* sdGetLastErrorString(void);
+/*! \brief Symbolic name of a code, e.g. "sdErrorInvalidDevice". Never NULL. */
+SIMDEV_API const char* sdGetErrorName(sdError_t error);
+
+/* ---------------------------------------------------------------- devices */
+
+SIMDEV_API sdError_t sdGetDeviceCount(int* out_count);
+/*! \brief Set the calling thread's current device. */
+SIMDEV_API sdError_t sdSetDevice(int device);
+SIMDEV_API sdError_t sdGetDevice(int* out_device);
+/*! \brief Wait for all streams of the device. */
+SIMDEV_API sdError_t sdDeviceSynchronize(int device);
+
+/* ---------------------------------------------------------------- debug */
+
+/*! \brief Sleep this many microseconds before each queued operation (all streams). */
+SIMDEV_API sdError_t sdSetOpDelay(uint32_t microseconds);
+SIMDEV_API sdError_t sdGetOpDelay(uint32_t* out_microseconds);
+
+/* ---------------------------------------------------------------- memory */
+
+/*! \brief Allocate `size` bytes (may be 0 → a unique non-NULL pointer) on `device`. */
+SIMDEV_API sdError_t sdMalloc(void** out_ptr, size_t size, int device);
+/*! \brief Free a pointer returned by sdMalloc. NULL is a no-op. Does not wait for queued work. */
+SIMDEV_API sdError_t sdFree(void* ptr);
+/*! \brief Device of a live allocation containing `ptr`, or sdErrorInvalidDevicePointer. */
+SIMDEV_API sdError_t sdPointerGetDevice(const void* ptr, int* out_device);
+/*! \brief Bytes in use and capacity of a device. */
+SIMDEV_API sdError_t sdMemGetInfo(int device, size_t* out_used, size_t* out_capacity);
+
+/*!
+ * \brief Copy `size` bytes on `stream`, in order with its other work.
+ *  Device ranges are validated at enqueue time. Returns without waiting.
+ */
+SIMDEV_API sdError_t sdMemcpyAsync(void* dst, const void* src, size_t size,
+                                   sdMemcpyKind kind, sdStream_t stream);
+/*! \brief sdMemcpyAsync followed by sdStreamSynchronize(stream). */
+SIMDEV_API sdError_t sdMemcpy(void* dst, const void* src, size_t size,
+                              sdMemcpyKind kind, sdStream_t stream);
+/*! \brief Set `size` bytes of device memory to `value` on `stream`. */
+SIMDEV_API sdError_t sdMemsetAsync(void* dst, int value, size_t size, sdStream_t stream);
+
+/* ---------------------------------------------------------------- streams */
+
+/*! \brief The default stream of `device` (created on first use, never destroyed). */
+SIMDEV_API sdError_t sdStreamGetDefault(int device, sdStream_t* out_stream);
+/*! \brief Create a stream on `device` with its own worker thread. */
+SIMDEV_API sdError_t sdStreamCreate(int device, sdStream_t* out_stream);
+/*! \brief Wait for queued work, then destroy. Default streams cannot be destroyed. */
+SIMDEV_API sdError_t sdStreamDestroy(sdStream_t stream);
+/*! \brief Device of a stream. */
+SIMDEV_API sdError_t sdStreamGetDevice(sdStream_t stream, int* out_device);
+/*! \brief sdSuccess if all queued work finished, sdErrorNotReady otherwise. */
+SIMDEV_API sdError_t sdStreamQuery(sdStream_t stream);
+/*! \brief Block until all queued work finished; reports (and clears) a sticky failure. */
+SIMDEV_API sdError_t sdStreamSynchronize(sdStream_t stream);
+/*! \brief Work queued on `stream` after this call waits until `event` completes. */
+SIMDEV_API sdError_t sdStreamWaitEvent(sdStream_t stream, sdEvent_t event);
+/*! \brief Queue `fn(user_data)` on `stream`. */
+SIMDEV_API sdError_t sdLaunchHostFunc(sdStream_t stream, sdHostFn_t fn, void* user_data);
+
+/* ---------------------------------------------------------------- events */
+
+SIMDEV_API sdError_t sdEventCreate(sdEvent_t* out_event, unsigned int flags);
+SIMDEV_API sdError_t sdEventDestroy(sdEvent_t event);
+/*! \brief Capture the work queued on `stream` so far; re-recording replaces the capture. */
+SIMDEV_API sdError_t sdEventRecord(sdEvent_t event, sdStream_t stream);
+/*! \brief sdSuccess if completed (or never recorded), sdErrorNotReady otherwise. */
+SIMDEV_API sdError_t sdEventQuery(sdEvent_t event);
+SIMDEV_API sdError_t sdEventSynchronize(sdEvent_t event);
+/*! \brief Milliseconds between two completed, timed events. */
+SIMDEV_API sdError_t sdEventElapsedTime(float* out_ms, sdEvent_t start, sdEvent_t end);
+
+/* ---------------------------------------------------------------- modules */
+
+/*! \brief dlopen a shared library of kernels (see sdKernelFn_t). */
+SIMDEV_API sdError_t sdModuleLoad(sdModule_t* out_module, const char* path);
+/*! \brief Unload; the caller guarantees no launch of its functions is still queued. */
+SIMDEV_API sdError_t sdModuleUnload(sdModule_t module);
+SIMDEV_API sdError_t sdModuleGetFunction(sdFunction_t* out_function, sdModule_t module,
+                                         const char* name);
+/*!
+ * \brief Queue a grid launch on `stream`: programs run in order
+ *  (x fastest, then y, then z) on the stream's worker. The argument values
+ *  are copied at launch time: `arg_sizes[i]` bytes from `args[i]`.
+ */
+SIMDEV_API sdError_t sdLaunchKernel(sdFunction_t function, uint32_t grid_x, uint32_t grid_y,
+                                    uint32_t grid_z, void** args, const size_t* arg_sizes,
+                                    int num_args, sdStream_t stream);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif
+
+#endif  // SIMDEV_RUNTIME_H_
