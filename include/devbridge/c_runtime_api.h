@@ -4,7 +4,7 @@
  *  framework that DLPack's exchange table does not give it.
  *
  * The table is handed over as a PyCapsule named "devbridge_runtime_api"
- * (`devbridge.runtime_api_capsule()`). Kernel-side code includes only this
+ * (`devbridge.runtime_api()`). Kernel-side code includes only this
  * header and <dlpack/dlpack.h>-compatible integers: no torch, no vendor header.
  *
  * Devices are named with DLPack device types (kDLCPU = 1, kDLCUDA = 2,
@@ -78,6 +78,25 @@ typedef struct {
   int (*get_submit_hook)(int32_t device_type, DevbridgeSubmitFn* out_hook);
   /*! \brief Last error message of the calling thread; never NULL ("" if none). */
   const char* (*get_last_error)(void);
+  /*!
+   * \brief Block the host until the current stream of (device_type, device_id)
+   *  has finished its queued work. A no-op for kDLCPU. Meant for tests and
+   *  diagnostics: launch paths never synchronise.
+   */
+  int (*synchronize_current_stream)(int32_t device_type, int32_t device_id);
+  /*!
+   * \brief Scratch memory from the framework allocator of (device_type,
+   *  device_id), allocated on that device's current stream. Writes the device
+   *  pointer to *out_ptr (NULL when nbytes == 0) and an opaque token to
+   *  *out_token. Release it with scratch_free(token) right after enqueueing the
+   *  work that uses it: the allocator's stream semantics keep the block from
+   *  being reused before that work is ordered (same contract as a tensor freed
+   *  right after a launch).
+   */
+  int (*scratch_alloc)(int32_t device_type, int32_t device_id, size_t nbytes, void** out_ptr,
+                       void** out_token);
+  /*! \brief Release a token from scratch_alloc. NULL is accepted (no-op). */
+  int (*scratch_free)(void* token);
 } DevbridgeRuntimeAPI;
 
 /*!
@@ -91,6 +110,12 @@ typedef struct {
 typedef int (*DevbridgeStreamResolver)(int32_t device_index, int64_t stream_id,
                                        void** out_stream);
 #define DEVBRIDGE_STREAM_RESOLVER_CAPSULE_NAME "devbridge_stream_resolver"
+
+/*! \brief Name of the PyCapsule that carries a DevbridgeSubmitFn to register. */
+#define DEVBRIDGE_SUBMIT_HOOK_CAPSULE_NAME "devbridge_submit_hook"
+
+/*! \brief DLPack device type value of kDLAscend (DLPack main, after v1.3). */
+#define DEVBRIDGE_DL_ASCEND 21
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -6,30 +6,53 @@
  * stream-ordering mistake observable on a machine without an accelerator, so
  * its semantics follow a real asynchronous device closely:
  *
- *  - N virtual devices (`SIMDEV_DEVICE_COUNT`, default 2), a per-host-thread
- *    current device (default 0).
+ *  - N virtual devices (`SIMDEV_DEVICE_COUNT`, default 2, at most 64), a
+ *    per-host-thread current device (every thread starts on 0).
  *  - Device memory is host memory that the runtime hands out and tracks; every
  *    pointer passed where device memory is expected is validated against the
  *    live allocations of that device. Each device has a byte capacity
  *    (`SIMDEV_MEMORY_CAPACITY`, default 4 GiB) so out-of-memory is testable.
+ *    Allocations are 256-byte aligned.
  *  - Streams: each device has a default stream, plus streams created by the
  *    user. Every stream owns one worker thread that executes the stream's queue
  *    strictly in order. Enqueueing never waits for queued work.
  *  - Events: recorded on a stream, waited on by another stream, queried,
  *    synchronized, timed.
  *  - A debug delay (`SIMDEV_OP_DELAY_US` or sdSetOpDelay) sleeps before every
- *    queued operation, so that a missing cross-stream wait produces stale data
- *    deterministically.
+ *    queued operation that does work (copy, memset, host function, kernel;
+ *    not event records or waits), so that a missing cross-stream wait
+ *    produces stale data deterministically.
+ *
+ * Environment: the SIMDEV_* variables are plain decimal integers, read once,
+ * on the first call that needs them. A malformed value makes every such call
+ * fail with sdErrorInvalidValue and a message naming the variable.
+ *
+ * Handles (streams, events, modules, functions) are opaque ids that are never
+ * reused: a destroyed handle, or a handle of another kind, is always rejected
+ * with the kind's "invalid" code rather than aliasing a newer object.
  *
  * Errors: every function returns an sdError_t. On failure the calling thread's
  * last-error message (sdGetLastErrorString) names the function, the bad
- * argument and what to do. Errors raised by queued work (a failing host
- * function or kernel) are sticky on the stream and reported by the next
- * sdStreamSynchronize / sdStreamQuery / sdEventSynchronize of that stream.
+ * argument and what to do; outputs are left untouched. No C++ exception ever
+ * leaves the library. Errors raised by queued work (a failing host function
+ * or kernel) are sticky on the stream: the first unreported one is returned
+ * as sdErrorLaunchFailure by the next sdStreamSynchronize / sdStreamQuery /
+ * sdEventSynchronize of that stream (or sdDeviceSynchronize of its device,
+ * sdMemcpy on it, sdStreamDestroy of it) and then cleared. Work queued after
+ * the failure still runs.
  *
  * Thread safety: every function may be called from any host thread, including
  * a stream's worker thread (for example from a host function), except the
- * synchronizing functions, which must not wait on the worker's own stream.
+ * synchronizing functions, which must not wait on the worker's own stream:
+ * sdStreamSynchronize, sdMemcpy and sdStreamDestroy of the own stream,
+ * sdDeviceSynchronize of the own device, and sdEventSynchronize of an event
+ * captured later on the own stream return sdErrorDeadlock instead of hanging.
+ * (Queueing more work on the own stream is fine.)
+ *
+ * Process exit: when the library's static destructors run, every worker
+ * finishes its queued work and is joined; queueing work after that point
+ * fails with sdErrorInvalidStream. Runtime state is never destroyed, so calls
+ * from other libraries' static destructors (sdFree, synchronize) stay safe.
  *
  * This header is plain C and depends only on <stddef.h> and <stdint.h>.
  */
@@ -66,13 +89,13 @@ typedef enum {
   sdErrorInvalidDevicePointer = 4,
   /*! \brief The device's capacity would be exceeded. */
   sdErrorMemoryAllocation = 5,
-  /*! \brief The stream handle is not a live stream. */
+  /*! \brief The stream handle is not a live stream (or it stopped at process exit). */
   sdErrorInvalidStream = 6,
   /*! \brief The event handle is not a live event, or was never recorded (elapsed time). */
   sdErrorInvalidEvent = 7,
   /*! \brief Timing was requested from an event created with sdEventDisableTiming. */
   sdErrorTimingDisabled = 8,
-  /*! \brief dlopen failed, or the module handle is not live. */
+  /*! \brief dlopen failed, or the module (or function) handle is not live. */
   sdErrorInvalidModule = 9,
   /*! \brief The kernel symbol is not in the module. */
   sdErrorNotFound = 10,
@@ -124,9 +147,13 @@ typedef int (*sdKernelFn_t)(const sdKernelContext* ctx, void** args);
 
 /* ---------------------------------------------------------------- errors */
 
-/*! \brief Message of the last error on the calling thread ("" if none). Never NULL. */
+/*!
+ * \brief Message of the last error on the calling thread ("" if none). Never NULL.
+ *  Successful calls and sdErrorNotReady statuses leave it unchanged.
+ */
 SIMDEV_API const char* sdGetLastErrorString(void);
-/*! \brief Symbolic name of a code, e.g. "sdErrorInvalidDevice". Never NULL. */
+/*! \brief Symbolic name of a code, e.g. "sdErrorInvalidDevice"; "sdErrorUnrecognized"
+ *  for a value that is not a code. Never NULL. */
 SIMDEV_API const char* sdGetErrorName(sdError_t error);
 
 /* ---------------------------------------------------------------- devices */
@@ -135,12 +162,13 @@ SIMDEV_API sdError_t sdGetDeviceCount(int* out_count);
 /*! \brief Set the calling thread's current device. */
 SIMDEV_API sdError_t sdSetDevice(int device);
 SIMDEV_API sdError_t sdGetDevice(int* out_device);
-/*! \brief Wait for all streams of the device. */
+/*! \brief Wait for all streams of the device (work queued before the call). */
 SIMDEV_API sdError_t sdDeviceSynchronize(int device);
 
 /* ---------------------------------------------------------------- debug */
 
-/*! \brief Sleep this many microseconds before each queued operation (all streams). */
+/*! \brief Sleep this many microseconds before each queued copy, memset, host function
+ *  and kernel (all streams; takes effect for items that start after the call). */
 SIMDEV_API sdError_t sdSetOpDelay(uint32_t microseconds);
 SIMDEV_API sdError_t sdGetOpDelay(uint32_t* out_microseconds);
 
@@ -148,23 +176,29 @@ SIMDEV_API sdError_t sdGetOpDelay(uint32_t* out_microseconds);
 
 /*! \brief Allocate `size` bytes (may be 0 → a unique non-NULL pointer) on `device`. */
 SIMDEV_API sdError_t sdMalloc(void** out_ptr, size_t size, int device);
-/*! \brief Free a pointer returned by sdMalloc. NULL is a no-op. Does not wait for queued work. */
+/*! \brief Free a pointer returned by sdMalloc. NULL is a no-op. Does not wait for queued work.
+ *  Any other pointer (interior, already freed, host) is sdErrorInvalidDevicePointer. */
 SIMDEV_API sdError_t sdFree(void* ptr);
 /*! \brief Device of a live allocation containing `ptr`, or sdErrorInvalidDevicePointer. */
 SIMDEV_API sdError_t sdPointerGetDevice(const void* ptr, int* out_device);
-/*! \brief Bytes in use and capacity of a device. */
+/*! \brief Bytes in use (sum of requested sizes) and capacity of a device; both outputs required. */
 SIMDEV_API sdError_t sdMemGetInfo(int device, size_t* out_used, size_t* out_capacity);
 
 /*!
  * \brief Copy `size` bytes on `stream`, in order with its other work.
- *  Device ranges are validated at enqueue time. Returns without waiting.
+ *  Device ranges are validated at enqueue time: [ptr, ptr + size) must lie in
+ *  one live allocation, on the stream's device for HostToDevice and
+ *  DeviceToHost, on any device for DeviceToDevice. Host pointers must be
+ *  non-NULL. `size` 0 queues nothing and checks no pointer. Overlapping
+ *  ranges behave like memmove. Returns without waiting.
  */
 SIMDEV_API sdError_t sdMemcpyAsync(void* dst, const void* src, size_t size,
                                    sdMemcpyKind kind, sdStream_t stream);
 /*! \brief sdMemcpyAsync followed by sdStreamSynchronize(stream). */
 SIMDEV_API sdError_t sdMemcpy(void* dst, const void* src, size_t size,
                               sdMemcpyKind kind, sdStream_t stream);
-/*! \brief Set `size` bytes of device memory to `value` on `stream`. */
+/*! \brief Set `size` bytes of device memory (of the stream's device) to the byte
+ *  `(unsigned char)value` on `stream`. `size` 0 queues nothing. */
 SIMDEV_API sdError_t sdMemsetAsync(void* dst, int value, size_t size, sdStream_t stream);
 
 /* ---------------------------------------------------------------- streams */
@@ -173,43 +207,63 @@ SIMDEV_API sdError_t sdMemsetAsync(void* dst, int value, size_t size, sdStream_t
 SIMDEV_API sdError_t sdStreamGetDefault(int device, sdStream_t* out_stream);
 /*! \brief Create a stream on `device` with its own worker thread. */
 SIMDEV_API sdError_t sdStreamCreate(int device, sdStream_t* out_stream);
-/*! \brief Wait for queued work, then destroy. Default streams cannot be destroyed. */
+/*!
+ * \brief Wait for queued work, then destroy. Default streams cannot be destroyed
+ *  (sdErrorInvalidValue). If queued work failed unreported, the stream is still
+ *  destroyed and sdErrorLaunchFailure is returned.
+ */
 SIMDEV_API sdError_t sdStreamDestroy(sdStream_t stream);
 /*! \brief Device of a stream. */
 SIMDEV_API sdError_t sdStreamGetDevice(sdStream_t stream, int* out_device);
-/*! \brief sdSuccess if all queued work finished, sdErrorNotReady otherwise. */
+/*! \brief sdSuccess if all queued work finished, sdErrorNotReady otherwise
+ *  (a sticky failure is reported first). */
 SIMDEV_API sdError_t sdStreamQuery(sdStream_t stream);
 /*! \brief Block until all queued work finished; reports (and clears) a sticky failure. */
 SIMDEV_API sdError_t sdStreamSynchronize(sdStream_t stream);
-/*! \brief Work queued on `stream` after this call waits until `event` completes. */
+/*! \brief Work queued on `stream` after this call waits until `event`'s current capture
+ *  completes (any device). Returns at once; a never-recorded event is a no-op. */
 SIMDEV_API sdError_t sdStreamWaitEvent(sdStream_t stream, sdEvent_t event);
 /*! \brief Queue `fn(user_data)` on `stream`. */
 SIMDEV_API sdError_t sdLaunchHostFunc(sdStream_t stream, sdHostFn_t fn, void* user_data);
 
 /* ---------------------------------------------------------------- events */
 
+/*! \brief `flags`: sdEventDefault or sdEventDisableTiming; other bits are sdErrorInvalidValue. */
 SIMDEV_API sdError_t sdEventCreate(sdEvent_t* out_event, unsigned int flags);
+/*! \brief Safe while queued waits still refer to the event: they keep its capture. */
 SIMDEV_API sdError_t sdEventDestroy(sdEvent_t event);
-/*! \brief Capture the work queued on `stream` so far; re-recording replaces the capture. */
+/*! \brief Capture the work queued on `stream` so far; re-recording replaces the capture.
+ *  The capture's time is the host steady-clock time at which the stream's worker
+ *  reached it. */
 SIMDEV_API sdError_t sdEventRecord(sdEvent_t event, sdStream_t stream);
 /*! \brief sdSuccess if completed (or never recorded), sdErrorNotReady otherwise. */
 SIMDEV_API sdError_t sdEventQuery(sdEvent_t event);
+/*! \brief Wait until the capture completes; reports the capture stream's sticky failure. */
 SIMDEV_API sdError_t sdEventSynchronize(sdEvent_t event);
-/*! \brief Milliseconds between two completed, timed events. */
+/*! \brief Milliseconds between two completed, timed events (negative if `end` came first).
+ *  sdErrorInvalidEvent if either was never recorded, sdErrorTimingDisabled if either
+ *  has timing disabled, sdErrorNotReady if either has not completed. */
 SIMDEV_API sdError_t sdEventElapsedTime(float* out_ms, sdEvent_t start, sdEvent_t end);
 
 /* ---------------------------------------------------------------- modules */
 
-/*! \brief dlopen a shared library of kernels (see sdKernelFn_t). */
+/*! \brief dlopen a shared library of kernels (see sdKernelFn_t); on failure
+ *  sdErrorInvalidModule with dlopen's reason. */
 SIMDEV_API sdError_t sdModuleLoad(sdModule_t* out_module, const char* path);
-/*! \brief Unload; the caller guarantees no launch of its functions is still queued. */
+/*! \brief Unload. Its function handles become invalid at once (sdErrorInvalidModule);
+ *  the library stays mapped until launches still queued have run. */
 SIMDEV_API sdError_t sdModuleUnload(sdModule_t module);
+/*! \brief Look up an `extern "C"` kernel; the same name gives the same handle.
+ *  sdErrorNotFound if the module has no such symbol. */
 SIMDEV_API sdError_t sdModuleGetFunction(sdFunction_t* out_function, sdModule_t module,
                                          const char* name);
 /*!
  * \brief Queue a grid launch on `stream`: programs run in order
  *  (x fastest, then y, then z) on the stream's worker. The argument values
- *  are copied at launch time: `arg_sizes[i]` bytes from `args[i]`.
+ *  are copied at launch time: `arg_sizes[i]` bytes from `args[i]` (each copy
+ *  aligned for any scalar type). Every grid dimension must be >= 1. If a
+ *  program returns non-zero, the rest of the grid is skipped and the stream
+ *  records the failure.
  */
 SIMDEV_API sdError_t sdLaunchKernel(sdFunction_t function, uint32_t grid_x, uint32_t grid_y,
                                     uint32_t grid_z, void** args, const size_t* arg_sizes,

@@ -1,0 +1,403 @@
+#include "allocator.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <limits>
+#include <mutex>
+#include <vector>
+
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/util/Exception.h>
+#include <cuda_runtime_api.h>
+
+#include "cuda_check.h"
+#include "device.h"
+#include "streams.h"
+
+namespace cudadev {
+namespace {
+
+constexpr auto kType = c10::DeviceType::PrivateUse1;
+constexpr auto kAll = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+
+// The context of a DataPtr for memory this allocator obtained itself.
+struct Block {
+  void* ptr;
+  size_t nbytes;
+  c10::DeviceIndex device;
+  cudaStream_t allocation_stream;
+  // Other streams the memory was used on (record_stream); guarded by the
+  // device's mutex.
+  std::vector<cudaStream_t> used_on;
+};
+
+// The context of a DataPtr for adopted torch.cuda memory.
+struct AdoptedStorage {
+  c10::Storage cuda_storage;
+  size_t nbytes;
+  c10::DeviceIndex device;
+};
+
+struct DeviceState {
+  std::mutex mutex;
+  c10::CachingDeviceAllocator::DeviceStats stats;
+  std::once_flag pool_created;
+  cudaMemPool_t pool = nullptr;
+};
+
+// Leaked on purpose (see streams.cpp): frees can arrive during shutdown.
+DeviceState& state(c10::DeviceIndex idx) {
+  static auto* all = new std::array<DeviceState, kMaxDevices>();
+  return (*all)[idx];
+}
+
+// cudadev's own pool rather than the device's default pool, so that its
+// settings (keep freed memory cached) do not change anybody else's
+// cudaMallocAsync behaviour.
+cudaMemPool_t pool_of(c10::DeviceIndex idx) {
+  DeviceState& s = state(idx);
+  std::call_once(s.pool_created, [&s, idx] {
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.handleTypes = cudaMemHandleTypeNone;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = idx;
+    cudaMemPool_t pool = nullptr;
+    CUDADEV_CHECK(cudaMemPoolCreate(&pool, &props));
+    // Keep freed memory in the pool instead of returning it to the driver at
+    // every synchronisation; empty_cache() trims it.
+    uint64_t keep_everything = std::numeric_limits<uint64_t>::max();
+    CUDADEV_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_everything));
+    // Pool memory is visible to its own device only unless the pool says
+    // otherwise; let every peer-capable GPU read and write it, so that copies
+    // between cudadev devices can go GPU to GPU.
+    std::vector<cudaMemAccessDesc> peers;
+    for (int other = 0; other < device_count(); ++other) {
+      int can_access = 0;
+      if (other != idx && cudaDeviceCanAccessPeer(&can_access, other, idx) == cudaSuccess &&
+          can_access) {
+        cudaMemAccessDesc desc{};
+        desc.location.type = cudaMemLocationTypeDevice;
+        desc.location.id = other;
+        desc.flags = cudaMemAccessFlagsProtReadWrite;
+        peers.push_back(desc);
+      }
+      (void)cudaGetLastError();
+    }
+    if (!peers.empty()) {
+      CUDADEV_CHECK(cudaMemPoolSetAccess(pool, peers.data(), peers.size()));
+    }
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.pool = pool;
+  });
+  return s.pool;
+}
+
+void add_allocation(c10::DeviceIndex idx, size_t nbytes, bool from_device) {
+  DeviceState& s = state(idx);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.stats.allocation[kAll].increase(1);
+  s.stats.active[kAll].increase(1);
+  s.stats.allocated_bytes[kAll].increase(nbytes);
+  s.stats.active_bytes[kAll].increase(nbytes);
+  s.stats.requested_bytes[kAll].increase(nbytes);
+  if (from_device) {
+    s.stats.num_device_alloc += 1;
+  }
+}
+
+void remove_allocation(c10::DeviceIndex idx, size_t nbytes, bool from_device) {
+  DeviceState& s = state(idx);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.stats.allocation[kAll].decrease(1);
+  s.stats.active[kAll].decrease(1);
+  s.stats.allocated_bytes[kAll].decrease(nbytes);
+  s.stats.active_bytes[kAll].decrease(nbytes);
+  s.stats.requested_bytes[kAll].decrease(nbytes);
+  if (from_device) {
+    s.stats.num_device_free += 1;
+  }
+}
+
+std::string format_bytes(size_t nbytes) {
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  constexpr double kMiB = 1024.0 * 1024.0;
+  char text[64];
+  if (static_cast<double>(nbytes) >= kGiB) {
+    std::snprintf(text, sizeof(text), "%.2f GiB", static_cast<double>(nbytes) / kGiB);
+  } else {
+    std::snprintf(text, sizeof(text), "%.2f MiB", static_cast<double>(nbytes) / kMiB);
+  }
+  return text;
+}
+
+void report(const char* what, cudaError_t status) noexcept {
+  (void)cudaGetLastError();
+  // At interpreter shutdown the CUDA runtime may already be gone; the memory
+  // goes with the process, so that is not worth a message.
+  if (status == cudaErrorCudartUnloading || status == cudaErrorContextIsDestroyed) {
+    return;
+  }
+  std::fprintf(stderr, "cudadev: %s failed while freeing device memory: %s\n", what,
+               cudaGetErrorString(status));
+}
+
+// Deleter of own blocks. Runs whenever the last tensor using the memory dies,
+// on any thread, and must not throw.
+//
+// Stream order: the memory is freed with cudaFreeAsync, so it becomes
+// reusable only when the GPU reaches the free. Used on one stream only, the
+// free goes on the allocation stream right behind the work that used it.
+// Recorded on other streams too, the free goes on the device's release stream
+// after it has waited for every one of them; freeing on the allocation stream
+// instead would make that stream wait for the others, a false dependency for
+// the work queued after it.
+void free_block(void* context) noexcept {
+  auto* block = static_cast<Block*>(context);
+  std::vector<cudaStream_t> used_on;
+  {
+    std::lock_guard<std::mutex> lock(state(block->device).mutex);
+    used_on.swap(block->used_on);
+  }
+  remove_allocation(block->device, block->nbytes, /*from_device=*/true);
+
+  const int previous = exchange_device_noexcept(block->device);
+  cudaStream_t free_on = block->allocation_stream;
+  if (!used_on.empty()) {
+    try {
+      const cudaStream_t release = release_stream(block->device);
+      stream_wait_stream(release, block->allocation_stream);
+      for (cudaStream_t stream : used_on) {
+        stream_wait_stream(release, stream);
+      }
+      free_on = release;
+    } catch (const std::exception& e) {
+      // Could not order the free after the other streams: wait for the whole
+      // device instead, which is always safe.
+      std::fprintf(stderr, "cudadev: %s; synchronizing the device before a free\n", e.what());
+      (void)cudaDeviceSynchronize();
+      (void)cudaGetLastError();
+    }
+  }
+  const cudaError_t status = cudaFreeAsync(block->ptr, free_on);
+  if (status != cudaSuccess) {
+    report("cudaFreeAsync", status);
+  }
+  if (previous >= 0) {
+    (void)exchange_device_noexcept(previous);
+  }
+  delete block;
+}
+
+// Deleter of adopted torch.cuda storages: dropping the reference hands the
+// memory back to torch's CUDA caching allocator, stream-ordered there.
+void release_adopted(void* context) noexcept {
+  auto* adopted = static_cast<AdoptedStorage*>(context);
+  remove_allocation(adopted->device, adopted->nbytes, /*from_device=*/false);
+  delete adopted;
+}
+
+[[noreturn]] void raise_out_of_memory(c10::DeviceIndex idx, size_t nbytes) {
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+  }
+  size_t held = 0;
+  {
+    DeviceState& s = state(idx);
+    std::lock_guard<std::mutex> lock(s.mutex);
+    held = static_cast<size_t>(s.stats.allocated_bytes[kAll].current);
+  }
+  TORCH_CHECK_WITH(OutOfMemoryError, false, "cudadev: out of memory on cudadev:",
+                   static_cast<int>(idx), " allocating ", format_bytes(nbytes), " (", nbytes,
+                   " bytes). cudadev tensors hold ", format_bytes(held), "; the GPU has ",
+                   format_bytes(free_bytes), " free of ", format_bytes(total_bytes),
+                   ". Free tensors you no longer need (del), call torch.cudadev.empty_cache() "
+                   "and torch.cuda.empty_cache() (cudadev shares the GPU with torch.cuda's "
+                   "caching allocator), or work on smaller tensors.");
+}
+
+}  // namespace
+
+c10::DataPtr CudadevAllocator::allocate(size_t nbytes) {
+  const c10::DeviceIndex idx = current_device();
+  check_device_index(idx);
+  if (nbytes == 0) {
+    return c10::DataPtr(nullptr, c10::Device(kType, idx));
+  }
+  const cudaStream_t stream = current_native_stream(idx);
+  const cudaMemPool_t pool = pool_of(idx);
+  void* ptr = nullptr;
+  cudaError_t status = cudaMallocFromPoolAsync(&ptr, nbytes, pool, stream);
+  if (status == cudaErrorMemoryAllocation) {
+    // Frees still queued on busy streams become reusable once the GPU reaches
+    // them: wait for the device once, then try again.
+    (void)cudaGetLastError();
+    CUDADEV_CHECK(cudaDeviceSynchronize());
+    status = cudaMallocFromPoolAsync(&ptr, nbytes, pool, stream);
+  }
+  if (status == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    {
+      DeviceState& s = state(idx);
+      std::lock_guard<std::mutex> lock(s.mutex);
+      s.stats.num_ooms += 1;
+    }
+    raise_out_of_memory(idx, nbytes);
+  }
+  CUDADEV_CHECK(status);
+  auto* block = new Block{ptr, nbytes, idx, stream, {}};
+  add_allocation(idx, nbytes, /*from_device=*/true);
+  return c10::DataPtr(ptr, block, &free_block, c10::Device(kType, idx));
+}
+
+void CudadevAllocator::copy_data(void* dest, const void* src, std::size_t count) const {
+  if (count == 0) {
+    return;
+  }
+  CUDADEV_CHECK(cudaMemcpyAsync(dest, src, count, cudaMemcpyDeviceToDevice,
+                                current_native_stream(-1)));
+}
+
+void CudadevAllocator::emptyCache(c10::MempoolId_t /*mempool_id*/) {
+  for (c10::DeviceIndex idx = 0; idx < device_count(); ++idx) {
+    DeviceState& s = state(idx);
+    cudaMemPool_t pool = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(s.mutex);
+      pool = s.pool;
+    }
+    if (pool == nullptr) {
+      continue;  // never allocated on this device
+    }
+    ScopedDevice on(idx);
+    // Pending frees return their memory to the pool only when the GPU
+    // reaches them; after that, give everything unused back to the driver.
+    CUDADEV_CHECK(cudaDeviceSynchronize());
+    CUDADEV_CHECK(cudaMemPoolTrimTo(pool, 0));
+  }
+}
+
+void CudadevAllocator::recordStream(const c10::DataPtr& data_ptr, c10::Stream stream) {
+  if (data_ptr.get() == nullptr) {
+    return;  // empty tensors own no memory
+  }
+  const cudaStream_t native = native_stream(stream);  // validates the stream
+  if (auto* block = data_ptr.cast_context<Block>(&free_block)) {
+    TORCH_CHECK(stream.device_index() == block->device, "cudadev: record_stream got a stream of cudadev:",
+                static_cast<int>(stream.device_index()), " for memory on cudadev:",
+                static_cast<int>(block->device), "; use a stream of the tensor's device.");
+    if (native == block->allocation_stream) {
+      return;
+    }
+    std::lock_guard<std::mutex> lock(state(block->device).mutex);
+    if (std::find(block->used_on.begin(), block->used_on.end(), native) == block->used_on.end()) {
+      block->used_on.push_back(native);
+    }
+    return;
+  }
+  if (auto* adopted = data_ptr.cast_context<AdoptedStorage>(&release_adopted)) {
+    TORCH_CHECK(stream.device_index() == adopted->device, "cudadev: record_stream got a stream of cudadev:",
+                static_cast<int>(stream.device_index()), " for memory on cudadev:",
+                static_cast<int>(adopted->device), "; use a stream of the tensor's device.");
+    // torch's caching allocator owns this memory: tell it, with the cudadev
+    // stream presented as an external CUDA stream.
+    c10::cuda::CUDACachingAllocator::recordStream(
+        adopted->cuda_storage.data_ptr(), c10::cuda::getStreamFromExternal(native, adopted->device));
+  }
+  // Any other memory (e.g. from_blob over foreign memory) is not ours to track.
+}
+
+c10::CachingDeviceAllocator::DeviceStats CudadevAllocator::getDeviceStats(c10::DeviceIndex device) {
+  check_device_index(device);
+  DeviceState& s = state(device);
+  c10::CachingDeviceAllocator::DeviceStats stats;
+  cudaMemPool_t pool = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    stats = s.stats;
+    pool = s.pool;
+  }
+  if (pool != nullptr) {
+    // "Reserved" is what cudadev's pool holds from the driver, used or not.
+    uint64_t current = 0;
+    uint64_t high = 0;
+    CUDADEV_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &current));
+    CUDADEV_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &high));
+    stats.reserved_bytes[kAll].current = static_cast<int64_t>(current);
+    stats.reserved_bytes[kAll].peak = static_cast<int64_t>(high);
+  }
+  return stats;
+}
+
+void CudadevAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
+  check_device_index(device);
+  DeviceState& s = state(device);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  for (auto* array : {&s.stats.allocation, &s.stats.active, &s.stats.allocated_bytes,
+                      &s.stats.active_bytes, &s.stats.requested_bytes}) {
+    for (auto& stat : *array) {
+      stat.reset_accumulated();
+    }
+  }
+  s.stats.num_ooms = 0;
+  s.stats.num_device_alloc = 0;
+  s.stats.num_device_free = 0;
+}
+
+void CudadevAllocator::resetPeakStats(c10::DeviceIndex device) {
+  check_device_index(device);
+  DeviceState& s = state(device);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  for (auto* array : {&s.stats.allocation, &s.stats.active, &s.stats.allocated_bytes,
+                      &s.stats.active_bytes, &s.stats.requested_bytes}) {
+    for (auto& stat : *array) {
+      stat.reset_peak();
+    }
+  }
+  if (s.pool != nullptr) {
+    uint64_t zero = 0;
+    CUDADEV_CHECK(cudaMemPoolSetAttribute(s.pool, cudaMemPoolAttrReservedMemHigh, &zero));
+  }
+}
+
+std::pair<size_t, size_t> CudadevAllocator::getMemoryInfo(c10::DeviceIndex device) {
+  ScopedDevice on(resolve_device_index(device));
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  CUDADEV_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return {free_bytes, total_bytes};
+}
+
+c10::DataPtr CudadevAllocator::adopt_cuda_storage(c10::Storage cuda_storage, c10::DeviceIndex device) {
+  TORCH_INTERNAL_ASSERT(cuda_storage.device_type() == c10::DeviceType::CUDA,
+                        "cudadev: adopt_cuda_storage expects torch.cuda memory");
+  void* data = cuda_storage.mutable_data();
+  const size_t nbytes = cuda_storage.nbytes();
+  auto* adopted = new AdoptedStorage{std::move(cuda_storage), nbytes, device};
+  add_allocation(device, nbytes, /*from_device=*/false);
+  return c10::DataPtr(data, adopted, &release_adopted, c10::Device(kType, device));
+}
+
+bool CudadevAllocator::owns(const c10::DataPtr& data_ptr) const {
+  return data_ptr.get_deleter() == &free_block || data_ptr.get_deleter() == &release_adopted;
+}
+
+CudadevAllocator& allocator() {
+  // Leaked so that frees during shutdown still find it.
+  static auto* instance = new CudadevAllocator();
+  return *instance;
+}
+
+namespace {
+// Registers at load time, before any PrivateUse1 tensor can exist.
+const bool registered = [] {
+  c10::SetAllocator(c10::DeviceType::PrivateUse1, &allocator());
+  return true;
+}();
+}  // namespace
+
+}  // namespace cudadev

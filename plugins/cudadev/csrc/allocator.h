@@ -1,0 +1,50 @@
+#pragma once
+// cudadev's device allocator: stream-ordered CUDA memory
+// (cudaMallocFromPoolAsync / cudaFreeAsync on a cudadev-owned memory pool per
+// device), registered as the PrivateUse1 allocator. It is a
+// c10::DeviceAllocator, so torch.accelerator's memory functions and
+// Tensor.record_stream work with it.
+//
+// Two kinds of memory back cudadev tensors, and the allocator accounts for both:
+//  * its own blocks, for tensors cudadev allocates (torch.empty(...,
+//    device='cudadev') and everything built on it);
+//  * adopted CUDA storages: operators run torch's CUDA kernels (see
+//    fallback.cpp), whose fresh outputs come from torch's CUDA caching
+//    allocator on the cudadev stream the operator ran on. cudadev keeps those
+//    storages alive through its own DataPtr rather than copying them; the
+//    caching allocator keeps them stream-ordered on that stream.
+
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/Storage.h>
+
+namespace cudadev {
+
+class CudadevAllocator final : public c10::DeviceAllocator {
+ public:
+  // Allocates on the current device, ordered on its current cudadev stream.
+  c10::DataPtr allocate(size_t nbytes) override;
+  // Device-to-device copy on the current cudadev stream of the current device.
+  void copy_data(void* dest, const void* src, std::size_t count) const override;
+
+  bool initialized() override { return true; }
+  void emptyCache(c10::MempoolId_t mempool_id = {0, 0}) override;
+  // Records that the memory is used on `stream`; its free then waits for the
+  // work enqueued on that stream up to the free.
+  void recordStream(const c10::DataPtr& data_ptr, c10::Stream stream) override;
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override;
+  void resetAccumulatedStats(c10::DeviceIndex device) override;
+  void resetPeakStats(c10::DeviceIndex device) override;
+  // (free, total) bytes of the GPU, as CUDA reports them.
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override;
+
+  // A PrivateUse1 DataPtr that owns `cuda_storage` (a storage of torch.cuda
+  // memory on CUDA device `device`) until the DataPtr is destroyed.
+  c10::DataPtr adopt_cuda_storage(c10::Storage cuda_storage, c10::DeviceIndex device);
+  // Whether the DataPtr came from this allocator (own block or adopted).
+  bool owns(const c10::DataPtr& data_ptr) const;
+};
+
+// The one registered instance (also c10::GetAllocator(PrivateUse1)).
+CudadevAllocator& allocator();
+
+}  // namespace cudadev

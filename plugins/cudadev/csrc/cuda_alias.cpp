@@ -1,0 +1,191 @@
+#include "cuda_alias.h"
+
+#include <ATen/ops/zeros.h>
+#include <c10/core/TensorImpl.h>
+
+#include "allocator.h"
+#include "streams.h"
+
+namespace cudadev {
+namespace {
+
+constexpr auto kCudadev = c10::DeviceType::PrivateUse1;
+
+// Deleter of an alias storage's DataPtr: the alias keeps its cudadev storage
+// (and so the memory) alive, whatever happens to the cudadev tensor meanwhile.
+void release_storage_reference(void* context) noexcept {
+  delete static_cast<c10::Storage*>(context);
+}
+
+// The allocator of alias storages. A CUDA kernel that grows an alias storage
+// (an out= tensor too small for the result) allocates through it, so it gets
+// cudadev memory on the current cudadev stream — which is also the current
+// CUDA stream while the kernel runs. The memory is labelled CUDA until
+// write_back() hands it to the cudadev storage.
+class AliasStorageAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override {
+    c10::DataPtr data = allocator().allocate(nbytes);
+    data.unsafe_set_device(c10::Device(c10::DeviceType::CUDA, data.device().index()));
+    return data;
+  }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    allocator().copy_data(dest, src, count);
+  }
+};
+
+AliasStorageAllocator& alias_storage_allocator() {
+  static auto* instance = new AliasStorageAllocator();
+  return *instance;
+}
+
+// A tensor of dispatch key `key` over `storage` with the geometry and the
+// lazy conj/neg bits of `like`.
+at::Tensor tensor_over(c10::Storage storage, c10::DispatchKey key, const at::Tensor& like) {
+  at::Tensor tensor = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(key), like.dtype());
+  c10::TensorImpl* impl = tensor.unsafeGetTensorImpl();
+  impl->set_sizes_and_strides(like.sizes(), like.strides(), like.storage_offset());
+  impl->_set_conj(like.is_conj());
+  impl->_set_neg(like.is_neg());
+  return tensor;
+}
+
+bool same_geometry(const at::Tensor& a, const at::Tensor& b) {
+  return a.sizes().equals(b.sizes()) && a.strides().equals(b.strides()) &&
+         a.storage_offset() == b.storage_offset();
+}
+
+}  // namespace
+
+c10::cuda::CUDAStream current_stream_as_cuda(c10::DeviceIndex idx) {
+  return c10::cuda::getStreamFromExternal(current_native_stream(idx), idx);
+}
+
+c10::Storage AliasScope::alias_storage_for(const c10::Storage& cudadev_storage) {
+  c10::StorageImpl* impl = cudadev_storage.unsafeGetStorageImpl();
+  for (const StoragePair& pair : storages_) {
+    if (pair.cudadev.unsafeGetStorageImpl() == impl) {
+      return pair.alias;
+    }
+  }
+  // mutable_data() materialises a copy-on-write storage first, so a kernel
+  // writing through the alias never writes into memory another tensor shares.
+  void* data = impl->mutable_data();
+  const size_t nbytes = impl->nbytes();
+  c10::DataPtr data_ptr(data, new c10::Storage(cudadev_storage), &release_storage_reference,
+                        c10::Device(c10::DeviceType::CUDA, device_));
+  c10::Storage alias(c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), nbytes, std::move(data_ptr),
+      &alias_storage_allocator(), impl->resizable()));
+  storages_.push_back(StoragePair{cudadev_storage, alias, data, nbytes});
+  return alias;
+}
+
+c10::Storage AliasScope::cudadev_storage_for(const c10::Storage& cuda_storage) {
+  c10::StorageImpl* impl = cuda_storage.unsafeGetStorageImpl();
+  for (const StoragePair& pair : storages_) {
+    if (pair.alias.unsafeGetStorageImpl() == impl) {
+      return pair.cudadev;
+    }
+  }
+  for (const auto& [cuda_impl, cudadev] : adopted_) {
+    if (cuda_impl == impl) {
+      return cudadev;
+    }
+  }
+  TORCH_CHECK(cuda_storage.device() == c10::Device(c10::DeviceType::CUDA, device_),
+              "cudadev: a CUDA kernel run for cudadev:", static_cast<int>(device_),
+              " returned memory on ", cuda_storage.device(), "; cudadev cannot adopt it.");
+  const size_t nbytes = cuda_storage.nbytes();
+  c10::Storage cudadev(c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), nbytes,
+      allocator().adopt_cuda_storage(cuda_storage, device_), &allocator(),
+      /*resizable=*/true));
+  adopted_.emplace_back(impl, cudadev);
+  return cudadev;
+}
+
+at::Tensor AliasScope::to_cuda(const at::Tensor& cudadev_tensor) {
+  for (const TensorPair& pair : tensors_) {
+    if (pair.cudadev.unsafeGetTensorImpl() == cudadev_tensor.unsafeGetTensorImpl()) {
+      return pair.alias;
+    }
+  }
+  TORCH_CHECK(cudadev_tensor.layout() == c10::kStrided,
+              "cudadev: operators support strided tensors only, got layout ",
+              cudadev_tensor.layout());
+  TORCH_CHECK(cudadev_tensor.has_storage(),
+              "cudadev: the tensor has no storage (a tensor subclass or wrapper?); cudadev runs "
+              "CUDA kernels on tensors that own cudadev memory.");
+  TORCH_INTERNAL_ASSERT(cudadev_tensor.device() == c10::Device(kCudadev, device_),
+                        "cudadev: AliasScope of cudadev:", static_cast<int>(device_),
+                        " got a tensor on ", cudadev_tensor.device());
+  at::Tensor alias =
+      tensor_over(alias_storage_for(cudadev_tensor.storage()), c10::DispatchKey::CUDA, cudadev_tensor);
+  tensors_.push_back(TensorPair{cudadev_tensor, alias});
+  return alias;
+}
+
+void AliasScope::write_back() {
+  for (StoragePair& pair : storages_) {
+    c10::StorageImpl* alias = pair.alias.unsafeGetStorageImpl();
+    if (alias->data() == pair.original_data && alias->nbytes() == pair.original_nbytes) {
+      continue;
+    }
+    // The kernel resized the alias storage (new memory came from
+    // AliasStorageAllocator, or it shrank to nothing): the cudadev storage
+    // takes the new memory over.
+    const size_t nbytes = alias->nbytes();
+    c10::DataPtr resized = alias->set_data_ptr(c10::DataPtr(nullptr, alias->device()));
+    TORCH_CHECK(resized.get() == nullptr || allocator().owns(resized),
+                "cudadev: a CUDA kernel gave a cudadev tensor memory that cudadev did not "
+                "allocate; this operator cannot run on cudadev.");
+    resized.unsafe_set_device(c10::Device(kCudadev, device_));
+    c10::StorageImpl* target = pair.cudadev.unsafeGetStorageImpl();
+    if (target->data() != nullptr) {
+      // The kernel copied the old contents on the current stream; the old
+      // memory's free must wait for that copy.
+      allocator().recordStream(target->data_ptr(), current_stream(device_));
+    }
+    target->set_data_ptr_noswap(std::move(resized));
+    target->set_nbytes(nbytes);
+    pair.original_data = target->data();
+    pair.original_nbytes = nbytes;
+  }
+  for (TensorPair& pair : tensors_) {
+    c10::TensorImpl* impl = pair.cudadev.unsafeGetTensorImpl();
+    // A kernel may have pointed the alias at other memory (set_-style out=
+    // kernels); the cudadev tensor follows.
+    c10::Storage storage = cudadev_storage_for(pair.alias.storage());
+    if (storage.unsafeGetStorageImpl() != pair.cudadev.storage().unsafeGetStorageImpl()) {
+      impl->set_storage_keep_dtype(std::move(storage));
+    }
+    if (!same_geometry(pair.cudadev, pair.alias)) {
+      impl->set_sizes_and_strides(pair.alias.sizes(), pair.alias.strides(),
+                                  pair.alias.storage_offset());
+    }
+  }
+}
+
+at::Tensor AliasScope::to_cudadev(const at::Tensor& result) {
+  if (!result.defined() || result.device().type() != c10::DeviceType::CUDA) {
+    return result;
+  }
+  for (const TensorPair& pair : tensors_) {
+    if (pair.alias.unsafeGetTensorImpl() == result.unsafeGetTensorImpl()) {
+      return pair.cudadev;
+    }
+  }
+  if (result._is_zerotensor()) {
+    // A ZeroTensor (autograd's memory-free zeros) has no memory to adopt;
+    // cudadev has no ZeroTensor of its own, so it materialises the zeros.
+    return at::zeros(result.sizes(), result.options().device(c10::Device(kCudadev, device_)));
+  }
+  TORCH_CHECK(result.layout() == c10::kStrided && result.has_storage(),
+              "cudadev: the CUDA kernel returned a ", result.layout(),
+              " tensor; cudadev supports strided tensors only.");
+  return tensor_over(cudadev_storage_for(result.storage()), c10::DispatchKey::PrivateUse1, result);
+}
+
+}  // namespace cudadev

@@ -1,0 +1,138 @@
+#include "streams.h"
+
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "cuda_check.h"
+#include "device.h"
+
+namespace cudadev {
+namespace {
+
+struct DeviceStreams {
+  std::once_flag created;
+  std::array<cudaStream_t, kNumStreamIds> table{};
+  cudaStream_t release = nullptr;
+  std::atomic<uint32_t> next_normal{0};
+  std::atomic<uint32_t> next_high{0};
+};
+
+// Leaked on purpose: tensors freed during interpreter shutdown still reach the
+// allocator, which needs these tables after static destructors would have run.
+DeviceStreams& streams_slot(c10::DeviceIndex idx) {
+  static auto* all = new std::array<DeviceStreams, kMaxDevices>();
+  return (*all)[idx];
+}
+
+void create_streams(c10::DeviceIndex idx, DeviceStreams& streams) {
+  ScopedDevice on(idx);  // streams belong to the device current at creation
+  int least_priority = 0;
+  int greatest_priority = 0;
+  CUDADEV_CHECK(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));
+  if (default_stream_is_null_stream()) {
+    streams.table[kDefaultStreamId] = nullptr;
+  } else {
+    CUDADEV_CHECK(cudaStreamCreateWithFlags(&streams.table[kDefaultStreamId],
+                                            cudaStreamNonBlocking));
+  }
+  for (int i = 0; i < kStreamsPerPriority; ++i) {
+    CUDADEV_CHECK(cudaStreamCreateWithPriority(&streams.table[1 + i], cudaStreamNonBlocking,
+                                               least_priority));
+    CUDADEV_CHECK(cudaStreamCreateWithPriority(&streams.table[1 + kStreamsPerPriority + i],
+                                               cudaStreamNonBlocking, greatest_priority));
+  }
+  CUDADEV_CHECK(cudaStreamCreateWithFlags(&streams.release, cudaStreamNonBlocking));
+}
+
+DeviceStreams& ready_streams(c10::DeviceIndex idx) {
+  check_device_index(idx);
+  DeviceStreams& streams = streams_slot(idx);
+  std::call_once(streams.created, create_streams, idx, std::ref(streams));
+  return streams;
+}
+
+// Zero-initialised: every device starts on its default stream (id 0).
+thread_local std::array<c10::StreamId, kMaxDevices> tls_current_stream{};
+
+c10::Stream make_stream(c10::DeviceIndex idx, c10::StreamId id) {
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, idx), id);
+}
+
+}  // namespace
+
+bool default_stream_is_null_stream() {
+  static const bool use_null = [] {
+    const char* value = std::getenv("CUDADEV_USE_NULL_STREAM");
+    return value != nullptr && std::strcmp(value, "1") == 0;
+  }();
+  return use_null;
+}
+
+cudaStream_t native_stream(const c10::Stream& stream) {
+  TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1,
+              "cudadev: expected a cudadev stream, got a stream of device type ",
+              stream.device_type(), "; use torch.cuda streams with torch.cuda tensors only.");
+  TORCH_CHECK(stream.id() >= 0 && stream.id() < kNumStreamIds, "cudadev: stream id ",
+              stream.id(), " is not a cudadev stream (cudadev stream ids run 0 to ",
+              kNumStreamIds - 1,
+              "). Get streams from torch.Stream(device='cudadev') or "
+              "torch.accelerator.current_stream(), never from another backend's ids.");
+  return ready_streams(stream.device_index()).table[stream.id()];
+}
+
+c10::Stream current_stream(c10::DeviceIndex idx) {
+  idx = resolve_device_index(idx);
+  (void)ready_streams(idx);
+  return make_stream(idx, tls_current_stream[idx]);
+}
+
+cudaStream_t current_native_stream(c10::DeviceIndex idx) {
+  idx = resolve_device_index(idx);
+  return ready_streams(idx).table[tls_current_stream[idx]];
+}
+
+c10::Stream default_stream(c10::DeviceIndex idx) {
+  idx = resolve_device_index(idx);
+  (void)ready_streams(idx);
+  return make_stream(idx, kDefaultStreamId);
+}
+
+c10::Stream pool_stream(c10::DeviceIndex idx, bool high_priority) {
+  idx = resolve_device_index(idx);
+  DeviceStreams& streams = ready_streams(idx);
+  std::atomic<uint32_t>& next = high_priority ? streams.next_high : streams.next_normal;
+  const auto slot = static_cast<c10::StreamId>(next.fetch_add(1) % kStreamsPerPriority);
+  return make_stream(idx, 1 + (high_priority ? kStreamsPerPriority : 0) + slot);
+}
+
+c10::Stream exchange_current_stream(const c10::Stream& stream) {
+  (void)native_stream(stream);  // validates type, device and id
+  const c10::DeviceIndex idx = stream.device_index();
+  const c10::Stream previous = make_stream(idx, tls_current_stream[idx]);
+  tls_current_stream[idx] = stream.id();
+  return previous;
+}
+
+cudaStream_t release_stream(c10::DeviceIndex idx) {
+  return ready_streams(idx).release;
+}
+
+void stream_wait_stream(cudaStream_t waiter, cudaStream_t producer) {
+  if (waiter == producer) {
+    return;
+  }
+  cudaEvent_t event = nullptr;
+  CUDADEV_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  const cudaError_t recorded = cudaEventRecord(event, producer);
+  const cudaError_t waited =
+      recorded == cudaSuccess ? cudaStreamWaitEvent(waiter, event, 0) : recorded;
+  // Destroying an event whose wait is still pending is allowed: CUDA releases
+  // it once the wait no longer needs it.
+  (void)cudaEventDestroy(event);
+  CUDADEV_CHECK(waited);
+}
+
+}  // namespace cudadev

@@ -1,0 +1,132 @@
+// torch_simdev._C: Python bindings only. Loading this module registers the
+// backend (guard, allocator, hooks, operators) through static initializers
+// in the other files; the functions here back the torch.simdev module.
+#include <pybind11/pybind11.h>
+
+#include <simdev/runtime.h>
+
+#include <c10/util/Exception.h>
+
+#include <chrono>
+#include <cstdint>
+#include <thread>
+
+#include "SimdevAllocator.h"
+#include "SimdevCheck.h"
+#include "SimdevDevice.h"
+#include "SimdevStream.h"
+#include "ops/HostWork.h"
+
+namespace py = pybind11;
+
+namespace torch_simdev {
+namespace {
+
+py::dict memoryStats(c10::DeviceIndex device) {
+  const auto stats = allocator().getDeviceStats(resolveDeviceIndex(device));
+  constexpr size_t all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+  py::dict out;
+  out["allocated_bytes"] = stats.allocated_bytes[all].current;
+  out["allocated_bytes_peak"] = stats.allocated_bytes[all].peak;
+  out["reserved_bytes"] = stats.reserved_bytes[all].current;
+  out["reserved_bytes_peak"] = stats.reserved_bytes[all].peak;
+  out["requested_bytes"] = stats.requested_bytes[all].current;
+  out["allocations"] = stats.allocation[all].current;
+  out["segments"] = stats.segment[all].current;
+  out["num_alloc_retries"] = stats.num_alloc_retries;
+  out["num_ooms"] = stats.num_ooms;
+  out["num_device_alloc"] = stats.num_device_alloc;
+  out["num_device_free"] = stats.num_device_free;
+  return out;
+}
+
+py::tuple memGetInfo(c10::DeviceIndex device) {
+  size_t used = 0;
+  size_t capacity = 0;
+  SIMDEV_CHECK(sdMemGetInfo(resolveDeviceIndex(device), &used, &capacity));
+  return py::make_tuple(used, capacity);
+}
+
+void synchronize(c10::DeviceIndex device) {
+  device = resolveDeviceIndex(device);
+  py::gil_scoped_release no_gil;  // queued work never needs the GIL, but other Python threads may run
+  SIMDEV_CHECK(sdDeviceSynchronize(device));
+}
+
+void setOpDelayUs(int64_t microseconds) {
+  TORCH_CHECK(microseconds >= 0 && microseconds <= UINT32_MAX, "op delay must be in [0, ", UINT32_MAX,
+              "] microseconds, got ", microseconds);
+  SIMDEV_CHECK(sdSetOpDelay(static_cast<uint32_t>(microseconds)));
+}
+
+uint32_t getOpDelayUs() {
+  uint32_t microseconds = 0;
+  SIMDEV_CHECK(sdGetOpDelay(&microseconds));
+  return microseconds;
+}
+
+uintptr_t currentStreamHandle(c10::DeviceIndex device) {
+  return reinterpret_cast<uintptr_t>(currentNativeStream(device));
+}
+
+// Test helper: queues host work that keeps the current stream busy for
+// `microseconds`, so a test can prove that later calls do not wait for it.
+void enqueueSleep(int64_t microseconds, c10::DeviceIndex device) {
+  TORCH_CHECK(microseconds >= 0, "sleep duration must be non-negative, got ", microseconds);
+  enqueueHostWork(currentNativeStream(device), "_enqueue_sleep",
+                  [microseconds] { std::this_thread::sleep_for(std::chrono::microseconds(microseconds)); });
+}
+
+// Test helper: queues host work that fails, to exercise error reporting.
+void enqueueFailure(const std::string& message, c10::DeviceIndex device) {
+  enqueueHostWork(currentNativeStream(device), "_enqueue_failure",
+                  [message] { TORCH_CHECK(false, message); });
+}
+
+}  // namespace
+}  // namespace torch_simdev
+
+PYBIND11_MODULE(_C, m) {
+  using namespace torch_simdev;
+  m.doc() = "simdev PyTorch backend (PrivateUse1); use it through torch.simdev";
+
+  // c10 errors carry a C++ backtrace in what(); Python users get the message.
+  py::register_exception_translator([](std::exception_ptr error) {
+    try {
+      if (error) std::rethrow_exception(error);
+    } catch (const c10::Error& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
+    }
+  });
+
+  m.attr("runtime_version") = py::make_tuple(SIMDEV_RUNTIME_VERSION_MAJOR, SIMDEV_RUNTIME_VERSION_MINOR);
+  m.def("device_count", [] { return static_cast<int>(deviceCount()); });
+  m.def("current_device", [] { return static_cast<int>(currentDevice()); });
+  m.def("set_device", [](int device) { setCurrentDevice(static_cast<c10::DeviceIndex>(device)); });
+  m.def("synchronize", [](int device) { synchronize(static_cast<c10::DeviceIndex>(device)); },
+        py::arg("device") = -1);
+  m.def("set_op_delay_us", &setOpDelayUs, py::arg("microseconds"));
+  m.def("get_op_delay_us", &getOpDelayUs);
+  m.def("memory_stats", [](int device) { return memoryStats(static_cast<c10::DeviceIndex>(device)); },
+        py::arg("device") = -1);
+  m.def("reset_peak_memory_stats",
+        [](int device) { allocator().resetPeakStats(resolveDeviceIndex(static_cast<c10::DeviceIndex>(device))); },
+        py::arg("device") = -1);
+  m.def("empty_cache", [] {
+    py::gil_scoped_release no_gil;
+    allocator().emptyCache();
+  });
+  m.def("mem_get_info", [](int device) { return memGetInfo(static_cast<c10::DeviceIndex>(device)); },
+        py::arg("device") = -1, "(bytes in use, capacity) of the device, as the runtime accounts them");
+  m.def("current_stream_handle",
+        [](int device) { return currentStreamHandle(static_cast<c10::DeviceIndex>(device)); },
+        py::arg("device") = -1, "the sdStream_t of the current stream, as an int");
+  m.def("_enqueue_sleep",
+        [](int64_t us, int device) { enqueueSleep(us, static_cast<c10::DeviceIndex>(device)); },
+        py::arg("microseconds"), py::arg("device") = -1);
+  m.def("_enqueue_failure",
+        [](const std::string& message, int device) {
+          enqueueFailure(message, static_cast<c10::DeviceIndex>(device));
+        },
+        py::arg("message"), py::arg("device") = -1);
+}

@@ -1,0 +1,162 @@
+// Events. Recording queues a marker on the stream; the event then refers to
+// that marker (a "capture": stream + sequence number). The event is complete
+// once the stream's worker has passed the marker, and the marker stamps the
+// host steady-clock time at which the worker reached it (for elapsed time).
+// Re-recording makes a new capture; the old marker still runs but writes
+// only into the old, now unreferenced capture.
+#include <chrono>
+#include <memory>
+#include <mutex>
+
+#include "error.h"
+#include "handle_table.h"
+#include "stream.h"
+
+namespace simdev {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Capture {
+  std::shared_ptr<Stream> stream;
+  uint64_t seq = 0;
+  // Written by the worker before it publishes completion under the stream's
+  // mutex; read only after reached(seq) was observed, so no extra locking.
+  Clock::time_point reached_at;
+};
+
+struct Event {
+  explicit Event(bool timing) : timing(timing) {}
+  const bool timing;
+  std::mutex mutex;
+  std::shared_ptr<Capture> capture;  // nullptr until first recorded
+
+  std::shared_ptr<Capture> current() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return capture;
+  }
+};
+
+HandleTable<Event>& events() {
+  static auto* table = new HandleTable<Event>;  // leaked like the stream registry
+  return *table;
+}
+
+std::shared_ptr<Event> find_event(sdEvent_t handle, const char* name) {
+  if (handle == nullptr) throw error(sdErrorInvalidEvent, name, " is NULL; pass an event from sdEventCreate");
+  auto event = events().find(handle_id(handle));
+  if (!event) {
+    throw error(sdErrorInvalidEvent, name, " ", static_cast<const void*>(handle),
+                " is not a live event (destroyed, or not a handle from sdEventCreate)");
+  }
+  return event;
+}
+
+// The completed, timed capture of `event` for sdEventElapsedTime.
+std::shared_ptr<Capture> timed_capture(Event& event, const char* name) {
+  if (!event.timing) {
+    throw error(sdErrorTimingDisabled, name,
+                " was created with sdEventDisableTiming; create it with sdEventDefault to time it");
+  }
+  auto capture = event.current();
+  if (!capture) throw error(sdErrorInvalidEvent, name, " was never recorded; call sdEventRecord first");
+  return capture;
+}
+
+}  // namespace
+}  // namespace simdev
+
+using simdev::api_call;
+using simdev::error;
+
+extern "C" {
+
+SIMDEV_API sdError_t sdEventCreate(sdEvent_t* out_event, unsigned int flags) {
+  return api_call("sdEventCreate", [&] {
+    simdev::require_output(out_event, "out_event");
+    if ((flags & ~sdEventDisableTiming) != 0) {
+      throw error(sdErrorInvalidValue, "flags 0x", std::hex, flags, std::dec,
+                  " has unknown bits; use sdEventDefault or sdEventDisableTiming");
+    }
+    const uint64_t id = simdev::next_handle_id();
+    simdev::events().insert(id, std::make_shared<simdev::Event>((flags & sdEventDisableTiming) == 0));
+    *out_event = simdev::as_handle<sdEvent_t>(id);
+  });
+}
+
+SIMDEV_API sdError_t sdEventDestroy(sdEvent_t event) {
+  return api_call("sdEventDestroy", [&] {
+    simdev::find_event(event, "event");
+    // Queued waits and markers hold the capture itself, so destroying an
+    // event with work still referring to it is safe.
+    if (!simdev::events().erase(simdev::handle_id(event))) {
+      throw error(sdErrorInvalidEvent, "event ", static_cast<const void*>(event),
+                  " was destroyed concurrently by another thread");
+    }
+  });
+}
+
+SIMDEV_API sdError_t sdEventRecord(sdEvent_t event, sdStream_t stream) {
+  return api_call("sdEventRecord", [&] {
+    auto e = simdev::find_event(event, "event");
+    auto s = simdev::find_stream(stream);
+    auto capture = std::make_shared<simdev::Capture>();
+    capture->stream = s;
+    std::lock_guard<std::mutex> lock(e->mutex);  // concurrent records: one wins whole
+    capture->seq = s->enqueue({false, [capture]() -> std::string {
+                                 capture->reached_at = simdev::Clock::now();
+                                 return {};
+                               }});
+    e->capture = std::move(capture);
+  });
+}
+
+SIMDEV_API sdError_t sdEventQuery(sdEvent_t event) {
+  return api_call("sdEventQuery", [&] {
+    auto capture = simdev::find_event(event, "event")->current();
+    return !capture || capture->stream->reached(capture->seq) ? sdSuccess : sdErrorNotReady;
+  });
+}
+
+SIMDEV_API sdError_t sdEventSynchronize(sdEvent_t event) {
+  return api_call("sdEventSynchronize", [&] {
+    auto capture = simdev::find_event(event, "event")->current();
+    if (!capture) return;
+    simdev::Stream& s = *capture->stream;
+    if (s.on_worker_thread() && !s.reached(capture->seq)) {
+      throw error(sdErrorDeadlock, "the event was recorded on ", s.describe(),
+                  " after the host function or kernel that is calling; it would wait for itself forever");
+    }
+    s.wait_for(capture->seq);
+    s.report_failure();
+  });
+}
+
+SIMDEV_API sdError_t sdEventElapsedTime(float* out_ms, sdEvent_t start, sdEvent_t end) {
+  return api_call("sdEventElapsedTime", [&] {
+    simdev::require_output(out_ms, "out_ms");
+    auto start_capture = simdev::timed_capture(*simdev::find_event(start, "start"), "start");
+    auto end_capture = simdev::timed_capture(*simdev::find_event(end, "end"), "end");
+    if (!start_capture->stream->reached(start_capture->seq) || !end_capture->stream->reached(end_capture->seq)) {
+      return sdErrorNotReady;
+    }
+    *out_ms = std::chrono::duration<float, std::milli>(end_capture->reached_at - start_capture->reached_at).count();
+    return sdSuccess;
+  });
+}
+
+SIMDEV_API sdError_t sdStreamWaitEvent(sdStream_t stream, sdEvent_t event) {
+  return api_call("sdStreamWaitEvent", [&] {
+    auto s = simdev::find_stream(stream);
+    auto capture = simdev::find_event(event, "event")->current();
+    if (!capture) return;  // never recorded: nothing to wait for
+    // The capture's marker was queued before this wait, so waits can never
+    // form a cycle; the worker just blocks until the other stream passes it.
+    s->enqueue({false, [capture]() -> std::string {
+                  capture->stream->wait_for(capture->seq);
+                  return {};
+                }});
+  });
+}
+
+}  // extern "C"

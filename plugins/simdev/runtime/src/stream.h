@@ -1,0 +1,89 @@
+// A simdev stream: an in-order queue of work executed by one worker thread.
+//
+// Progress is counted, not flagged: every enqueued item gets the next sequence
+// number (1, 2, ...), and the worker counts completed items. "Item n is done"
+// is then simply completed >= n, which is what events capture and what
+// cross-stream waits block on.
+#ifndef SIMDEV_SRC_STREAM_H_
+#define SIMDEV_SRC_STREAM_H_
+
+#include <simdev/runtime.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace simdev {
+
+struct WorkItem {
+  // Whether the debug delay applies: true for real work, false for event
+  // markers and cross-stream waits (they only order work).
+  bool delayed = true;
+  // Returns "" on success, otherwise a description of the failure that
+  // becomes the stream's sticky failure.
+  std::function<std::string()> run;
+};
+
+class Stream {
+ public:
+  Stream(uint64_t id, int device, bool is_default);
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  uint64_t id() const { return id_; }
+  int device() const { return device_; }
+  bool is_default() const { return is_default_; }
+  // "stream 0x5 (device 0)", for messages.
+  std::string describe() const;
+
+  // Queues `item` and returns its sequence number; never waits for queued
+  // work. Throws sdErrorInvalidStream once the stream is stopping.
+  uint64_t enqueue(WorkItem item);
+  bool reached(uint64_t seq);
+  void wait_for(uint64_t seq);
+  // Waits for everything queued before the call.
+  void synchronize();
+  bool idle();
+  // The first unreported failure of queued work ("" if none), cleared.
+  std::string take_failure();
+  // Throws sdErrorLaunchFailure with the unreported failure, if any.
+  void report_failure();
+  // True on this stream's own worker thread (inside its host fns/kernels).
+  bool on_worker_thread() const;
+  // Lets the worker drain the queue, then joins it. Later enqueues fail with
+  // "stream ... <reason>". Idempotent.
+  void stop(const char* reason);
+
+ private:
+  void worker_main();
+
+  const uint64_t id_;
+  const int device_;
+  const bool is_default_;
+
+  std::mutex mutex_;
+  std::condition_variable work_ready_;  // worker waits: queue non-empty or stopping
+  std::condition_variable progress_;    // waiters: completed_ advanced
+  std::deque<WorkItem> queue_;
+  uint64_t enqueued_ = 0;
+  uint64_t completed_ = 0;
+  std::string failure_;
+  const char* stop_reason_ = nullptr;  // non-NULL once stopping
+  std::thread worker_;                 // last member: starts after the rest exist
+};
+
+// The live stream behind a handle; throws sdErrorInvalidStream.
+std::shared_ptr<Stream> find_stream(sdStream_t handle);
+// All live streams of `device` (the default stream only if it was created).
+std::vector<std::shared_ptr<Stream>> streams_of_device(int device);
+
+}  // namespace simdev
+
+#endif  // SIMDEV_SRC_STREAM_H_

@@ -1,0 +1,77 @@
+"""Python face of devbridge's device runtime (the work happens in _C)."""
+
+from __future__ import annotations
+
+import torch
+
+from . import _C
+
+_RESOLVER_CAPSULE_NAME = "devbridge_stream_resolver"
+
+
+def _device_type(device_type) -> str:
+    if isinstance(device_type, torch.device):
+        return device_type.type
+    if isinstance(device_type, str):
+        return torch.device(device_type).type
+    raise TypeError(f"devbridge: expected a device type name or torch.device, got {device_type!r}")
+
+
+def _device(device) -> tuple[str, int]:
+    """(type, index) of `device`; None means the current accelerator device."""
+    if device is None:
+        accelerator = torch.accelerator.current_accelerator()
+        device = accelerator if accelerator is not None else torch.device("cpu")
+    elif isinstance(device, str):
+        device = torch.device(device)
+    elif not isinstance(device, torch.device):
+        raise TypeError(f"devbridge: expected a device (str or torch.device) or None, got {device!r}")
+    index = device.index if device.index is not None else _C.current_device(device.type)
+    return device.type, index
+
+
+def runtime_api():
+    """devbridge's runtime table: a PyCapsule named "devbridge_runtime_api"
+    holding a DevbridgeRuntimeAPI* (include/devbridge/c_runtime_api.h)."""
+    return _C.RUNTIME_API
+
+
+def register_stream_resolver(resolver, device_type="privateuseone") -> None:
+    """Tell devbridge how to turn a stream of `device_type` into its native handle.
+
+    For plugins whose device guard does not override getStreamNativeHandle.
+    `resolver` is either a PyCapsule named "devbridge_stream_resolver" holding
+    a C `DevbridgeStreamResolver` (fast), or a Python callable
+    `(device_index: int, stream_id: int) -> int` (slow: it takes the GIL on
+    every query). A registered resolver takes precedence over the guard.
+    """
+    kind = _device_type(device_type)
+    if type(resolver).__name__ == "PyCapsule":
+        _C._register_stream_resolver_capsule(resolver, kind)
+    else:
+        _C._register_stream_resolver_callable(resolver, kind)
+
+
+def unregister_stream_resolver(device_type="privateuseone") -> None:
+    _C._unregister_stream_resolver(_device_type(device_type))
+
+
+def current_stream(device=None) -> int:
+    """Native handle of the current stream of `device` (0 for CPU).
+
+    `device`: str, torch.device, or None for the current accelerator device.
+    Raises RuntimeError naming the fix when the plugin exposes no native handle.
+    """
+    kind, index = _device(device)
+    return _C.current_stream(kind, index)
+
+
+def device_count(device_type="privateuseone") -> int:
+    """Number of devices of `device_type` (0 when no backend is loaded for it)."""
+    return _C.device_count(_device_type(device_type))
+
+
+def plugin_name() -> str | None:
+    """Name of the PrivateUse1 backend in this process ("privateuseone" when
+    registered but not renamed), or None when no PrivateUse1 backend is loaded."""
+    return _C.plugin_name()

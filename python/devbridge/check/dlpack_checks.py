@@ -1,0 +1,136 @@
+"""Checks of devbridge's DLPack exchange table on the plugin's device.
+
+These go through the table exactly as a C consumer (TVM-FFI) does: function
+pointers read out of the PyCapsule on ``torch.Tensor``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import torch
+
+from . import dlpack_abi as abi
+from .plugin import Backend
+from .registry import check
+from .result import CheckFailed, CheckResult
+from .timing import ns_per_call
+
+_INSTALL_FIX = (
+    "call devbridge.install() from the plugin's torch.backends autoload hook (three lines: "
+    "docs/plugin-authors.md); users of an unmodified plugin call devbridge.install() once"
+)
+
+
+def _devbridge():
+    try:
+        import devbridge
+    except ImportError as exc:
+        raise CheckFailed(f"devbridge cannot be imported: {exc}",
+                          "build and install it: pip install --no-build-isolation <devbridge checkout>") from exc
+    return devbridge
+
+
+def _our_table() -> abi.ExchangeTable:
+    return abi.ExchangeTable(_devbridge().exchange_api())
+
+
+@check("dlpack.installed", "DLPack exchange table installed on torch.Tensor")
+def _installed(backend: Backend, result: CheckResult) -> None:
+    devbridge = _devbridge()
+    current = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
+    if current is None:
+        raise CheckFailed("torch.Tensor has no __dlpack_c_exchange_api__", _INSTALL_FIX)
+    if abi.ExchangeTable(current).address != _our_table().address:
+        raise CheckFailed(
+            "torch.Tensor.__dlpack_c_exchange_api__ is PyTorch's own table, which gives "
+            f"DLPack consumers a NULL stream for {backend.name} tensors", _INSTALL_FIX)
+    result.detail = f"devbridge {devbridge.__version__}; other devices delegate to PyTorch's table"
+
+
+@check("dlpack.version", "exchange table version and functions")
+def _version(backend: Backend, result: CheckResult) -> None:
+    table = _our_table()
+    if table.version != (1, 3):
+        raise CheckFailed(f"table version is {table.version}, expected DLPack (1, 3)",
+                          "rebuild devbridge against torch's DLPack 1.3 header")
+    missing = [name for name, _ in abi.DLPackExchangeAPI._fields_[1:]
+               if not getattr(table.raw, name)]
+    if missing:
+        raise CheckFailed(f"NULL functions in the table: {', '.join(missing)}",
+                          "this is a devbridge bug: please report it")
+    result.detail = "DLPack 1.3, all five functions present"
+
+
+@check("dlpack.stream", "current_work_stream is the plugin's live stream")
+def _live_stream(backend: Backend, result: CheckResult) -> None:
+    table = _our_table()
+    for index in range(torch.accelerator.device_count()):
+        device = torch.device(backend.name, index)
+        side = torch.Stream(device=device)
+        for stream in (torch.accelerator.current_stream(device), side):
+            with stream:
+                seen = table.current_stream(abi.KDL_EXT_DEV, index)
+            if seen != stream.native_handle:
+                raise CheckFailed(
+                    f"current_work_stream(kDLExtDev, {index}) gave {seen:#x}, but the current "
+                    f"stream of {device} is {stream.native_handle:#x}",
+                    "the plugin's getStream() must return the current stream set through "
+                    "exchangeStream(), per thread and device",
+                )
+    if table.current_stream(abi.KDL_CPU, 0) != 0:
+        raise CheckFailed("current_work_stream(kDLCPU) is not NULL", "devbridge bug: please report it")
+    result.detail = f"matched live streams on {torch.accelerator.device_count()} device(s)"
+    result.costs_ns["current_work_stream via ctypes"] = ns_per_call(
+        lambda: table.current_stream(abi.KDL_EXT_DEV, 0))
+
+
+@check("dlpack.roundtrip", "export and import of a plugin tensor (zero copy)")
+def _roundtrip(backend: Backend, result: CheckResult) -> None:
+    table = _our_table()
+    device = torch.device(backend.name, torch.accelerator.current_device_index())
+    source = torch.arange(24, dtype=torch.float32, device=device).reshape(4, 6)[:, 1:5]
+    managed = table.export(source)
+    dl = managed.contents.dl_tensor
+    if dl.device.device_type != abi.KDL_EXT_DEV or dl.device.device_id != device.index:
+        managed.contents.deleter(managed)
+        raise CheckFailed(
+            f"exported device is ({dl.device.device_type}, {dl.device.device_id}), expected "
+            f"(kDLExtDev=12, {device.index})", "devbridge bug: please report it")
+    back = table.to_py(managed)
+    if back.device != device or back.data_ptr() != source.data_ptr() or not torch.equal(back.cpu(), source.cpu()):
+        raise CheckFailed(
+            f"import gave {back.device}, data_ptr {back.data_ptr():#x} (source {source.data_ptr():#x})",
+            "the round trip must alias the same device memory; check the plugin's "
+            "as_strided/empty kernels and getDeviceFromPtr hook")
+    result.detail = "non-contiguous view, same memory after the round trip"
+
+
+@check("dlpack.allocator", "managed_tensor_allocator on the plugin device")
+def _allocator(backend: Backend, result: CheckResult) -> None:
+    table = _our_table()
+    index = torch.accelerator.current_device_index()
+    shape = (ctypes.c_int64 * 2)(3, 5)
+    prototype = abi.DLTensor(
+        data=None, device=abi.DLDevice(abi.KDL_EXT_DEV, index), ndim=2,
+        dtype=abi.DLDataType(2, 32, 1), shape=shape, strides=None, byte_offset=0)
+    errors: list[str] = []
+
+    @abi.SET_ERROR
+    def set_error(_ctx, kind, message):
+        errors.append(f"{kind.decode()}: {message.decode()}")
+
+    out = abi.MANAGED_PTR()
+    rc = table.allocator(ctypes.byref(prototype), ctypes.byref(out), None, set_error)
+    if rc != 0 or not out:
+        raise CheckFailed(
+            f"the allocator failed: {'; '.join(errors) or 'no message'}",
+            "the plugin's empty.memory_format kernel and allocator must work from any thread")
+    tensor = out.contents.dl_tensor
+    ok = (tensor.device.device_type == abi.KDL_EXT_DEV and tensor.device.device_id == index
+          and tensor.ndim == 2 and tensor.shape[0] == 3 and tensor.shape[1] == 5 and tensor.data)
+    out.contents.deleter(out)
+    if not ok:
+        raise CheckFailed("the allocated tensor does not match the prototype",
+                          "devbridge bug: please report it")
+    result.detail = f"3x5 float32 on {backend.name}:{index}, freed through its deleter"

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# The GPU suite, in one call on the GPU machine (see docs/gpu.md):
+#   install devbridge, the simdev and cudadev plugins (built here), then
+#   `devbridge check` on cudadev, the cudadev tests and the GPU-marked tests.
+#
+#   OUT=/dir/for/logs scripts/gpu_suite.sh
+#
+# Every step writes its own log under $OUT and records its exit status in
+# $OUT/summary.txt; a failing step does not stop the later ones. The script
+# exits non-zero at the end if any step failed. The whole run stays inside
+# GPU_SUITE_BUDGET_S seconds (default 570, under the 10-minute call limit):
+# each step gets at most its own limit and what is left of the budget.
+set -euo pipefail
+export PYTHONUNBUFFERED=1
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+: "${OUT:?set OUT to the directory that receives the logs}"
+mkdir -p "$OUT"
+PY=${PYTHON:-python3}
+BUDGET_S=${GPU_SUITE_BUDGET_S:-570}
+START=$(date +%s)
+
+export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-16}
+# The H200 is sm_90. Fixing the architecture also spares torch's CMake
+# package its GPU-probing step, should a build use it.
+export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
+export CUDAARCHS=${CUDAARCHS:-90}
+if [[ -z "${CUDACXX:-}" && -x /usr/local/cuda/bin/nvcc ]]; then
+  export CUDACXX=/usr/local/cuda/bin/nvcc
+  export PATH=/usr/local/cuda/bin:$PATH
+fi
+# simdev and cudadev are both installed and both claim PrivateUse1; only one
+# can own it per process. No autoload: each process imports its plugin itself.
+export TORCH_DEVICE_BACKEND_AUTOLOAD=0
+
+SUMMARY=$OUT/summary.txt
+: > "$SUMMARY"
+FAILED=()
+
+record() { printf '%-20s %s\n' "$1" "$2" | tee -a "$SUMMARY"; }
+seconds_left() { echo $((BUDGET_S - ($(date +%s) - START))); }
+
+# step NAME LIMIT_S [--no-tests-ok] CMD...
+# Runs CMD with stdout+stderr in $OUT/NAME.log. --no-tests-ok: pytest's exit
+# status 5 (nothing collected) is recorded but is not a failure.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local no_tests_ok=0
+  if [[ ${1:-} == --no-tests-ok ]]; then
+    no_tests_ok=1
+    shift
+  fi
+  local left
+  left=$(seconds_left)
+  if ((limit > left - 5)); then limit=$((left - 5)); fi
+  if ((limit < 10)); then
+    record "$name" "NOT RUN (time budget spent)"
+    FAILED+=("$name")
+    return
+  fi
+  local log=$OUT/$name.log began rc=0
+  began=$(date +%s)
+  echo "==> $name (at most ${limit}s): $*"
+  timeout -s INT -k 15 "$limit" "$@" >"$log" 2>&1 || rc=$?
+  local took=$(($(date +%s) - began))
+  if ((rc == 0)); then
+    record "$name" "ok (${took}s)"
+  elif ((rc == 5 && no_tests_ok)); then
+    record "$name" "no tests collected (${took}s)"
+  else
+    if ((rc == 124 || rc == 130 || rc == 137)); then
+      record "$name" "FAILED: timed out after ${took}s (rc=$rc), see $name.log"
+    else
+      record "$name" "FAILED rc=$rc (${took}s), see $name.log"
+    fi
+    FAILED+=("$name")
+    tail -n 40 "$log" | sed "s/^/    $name| /"
+  fi
+}
+
+{
+  echo "date: $(date -u +%FT%TZ)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 || true
+  "$PY" -c 'import sys, torch; print("python", sys.version.split()[0]); print("torch", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())' 2>&1 || true
+  "${CUDACXX:-nvcc}" --version 2>&1 | tail -n 1 || true
+  cmake --version 2>&1 | head -n 1 || true
+} >"$OUT/env.txt" 2>&1
+cat "$OUT/env.txt"
+
+# Wheels carried along in .whl/ (packages the GPU machine lacks, e.g.
+# apache-tvm-ffi): installed into a side directory, never over the system.
+if compgen -G "$ROOT/.whl/*.whl" >/dev/null; then
+  step carried_wheels 120 "$PY" -m pip install -q --no-index --no-deps --no-compile \
+    --target /tmp/site "$ROOT"/.whl/*.whl
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+
+PIP_INSTALL=("$PY" -m pip install -v --no-build-isolation --no-deps --no-index)
+step build_devbridge 240 "${PIP_INSTALL[@]}" "$ROOT"
+step build_simdev 180 "${PIP_INSTALL[@]}" "$ROOT/plugins/simdev"
+step build_cudadev 180 "${PIP_INSTALL[@]}" "$ROOT/plugins/cudadev"
+
+# devbridge's conformance report on cudadev: JSON on stdout, the rest in the log.
+step check_cudadev 120 bash -c '"$0" -m devbridge check --device cudadev --plugin torch_cudadev --json >"$1"' \
+  "$PY" "$OUT/check_cudadev.json"
+
+PYTEST=("$PY" -m pytest -ra -v -p no:cacheprovider)
+step pytest_cudadev 240 "${PYTEST[@]}" "$ROOT/plugins/cudadev/tests/python" \
+  --junitxml="$OUT/junit_cudadev.xml"
+# GPU-marked devbridge tests (Triton, torch.compile, ...) run on cudadev.
+step pytest_gpu 240 --no-tests-ok env DEVBRIDGE_TEST_PLUGIN=torch_cudadev \
+  "${PYTEST[@]}" "$ROOT/tests/python" -m gpu --junitxml="$OUT/junit_gpu.xml"
+
+echo "==> summary ($(($(date +%s) - START))s, logs in $OUT)"
+cat "$SUMMARY"
+if ((${#FAILED[@]})); then
+  echo "failed: ${FAILED[*]}"
+  exit 1
+fi

@@ -1,0 +1,153 @@
+// Bindings for the runtime: DeviceRuntime queries, stream resolvers, options,
+// the runtime table capsule.
+#include <c10/core/DeviceType.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "devbridge/c_runtime_api.h"
+#include "devbridge/runtime.h"
+#include "python/bindings.h"
+
+namespace py = pybind11;
+
+namespace devbridge {
+namespace python {
+namespace {
+
+// A Python callable resolver: (device_index, stream_id) -> int handle. The
+// slow fallback for plugins that can only answer from Python; it takes the
+// GIL on every query.
+struct PythonResolver {
+  py::object callable;
+};
+
+int CallPythonResolver(void* context, int32_t device_index, int64_t stream_id, void** out_stream) {
+  try {
+    py::gil_scoped_acquire gil;
+    try {
+      py::object result = static_cast<PythonResolver*>(context)->callable(device_index, stream_id);
+      void* handle = PyLong_AsVoidPtr(result.ptr());
+      if (handle == nullptr && PyErr_Occurred()) throw py::error_already_set();
+      *out_stream = handle;
+      return 0;
+    } catch (py::error_already_set& error) {
+      // Reported through the runtime's error (the caller names the device);
+      // the Python error itself is consumed here, under the GIL.
+      SetLastError(std::string("the Python resolver raised ") + error.what());
+      return -1;
+    }
+  } catch (...) {
+    std::string message;
+    DescribeCurrentException(&message);
+    SetLastError(message);
+    return -1;
+  }
+}
+
+void RegisterCapsuleResolver(const py::capsule& capsule, const std::string& device_type) {
+  StreamResolver resolver;
+  resolver.c_function = reinterpret_cast<DevbridgeStreamResolver>(
+      CapsulePointer(capsule, DEVBRIDGE_STREAM_RESOLVER_CAPSULE_NAME, "a C stream resolver"));
+  resolver.description = "C function from a devbridge_stream_resolver capsule";
+  RegisterStreamResolver(ParseDeviceType(device_type), std::move(resolver));
+}
+
+void RegisterCallableResolver(const py::object& callable, const std::string& device_type) {
+  if (!PyCallable_Check(callable.ptr())) {
+    throw Error(ErrorKind::kType, "devbridge: a stream resolver must be a callable "
+                                  "(device_index, stream_id) -> int or a PyCapsule named '" +
+                                      std::string(DEVBRIDGE_STREAM_RESOLVER_CAPSULE_NAME) + "'");
+  }
+  StreamResolver resolver;
+  // Never freed: retired resolvers may still be running on another thread
+  // (see registries.cpp); one small object per registration.
+  resolver.context = new PythonResolver{callable};
+  resolver.callback = &CallPythonResolver;
+  resolver.description =
+      "Python callable " + py::str(py::repr(callable)).cast<std::string>();
+  RegisterStreamResolver(ParseDeviceType(device_type), std::move(resolver));
+}
+
+void RegisterSubmitHook(const py::object& capsule, const std::string& device_type) {
+  DevbridgeSubmitFn hook = nullptr;
+  if (!capsule.is_none()) {
+    hook = reinterpret_cast<DevbridgeSubmitFn>(
+        CapsulePointer(capsule, DEVBRIDGE_SUBMIT_HOOK_CAPSULE_NAME, "a submit hook"));
+  }
+  SetSubmitHook(ParseDeviceType(device_type), hook);
+}
+
+const DeviceRuntime& Runtime(const std::string& device_type) {
+  return DeviceRuntime::For(ParseDeviceType(device_type));
+}
+
+uintptr_t CurrentStream(const std::string& device_type, int index) {
+  const DeviceRuntime& runtime = Runtime(device_type);
+  const c10::DeviceIndex device_index = static_cast<c10::DeviceIndex>(index);
+  // The GIL stays held: the query is non-blocking and releasing it would cost
+  // more than the query (a Python resolver re-enters it, which is allowed).
+  return reinterpret_cast<uintptr_t>(runtime.current_native_stream(device_index));
+}
+
+}  // namespace
+
+void BindRuntime(py::module_& m) {
+  m.attr("RUNTIME_API") = py::capsule(const_cast<DevbridgeRuntimeAPI*>(RuntimeAPI()),
+                                      DEVBRIDGE_RUNTIME_API_CAPSULE_NAME);
+
+  m.def("current_stream", &CurrentStream, py::arg("device_type"), py::arg("index"),
+        "Native handle of the current stream of device_type:index (0 for cpu).");
+  m.def(
+      "native_stream_source",
+      [](const std::string& device_type, int index) {
+        return std::string(ToString(
+            Runtime(device_type).native_stream_source(static_cast<c10::DeviceIndex>(index))));
+      },
+      py::arg("device_type"), py::arg("index"),
+      "Where current_stream's answer comes from: guard, resolver, missing, no-streams, "
+      "no-backend.");
+  m.def(
+      "device_count", [](const std::string& device_type) { return Runtime(device_type).device_count(); },
+      py::arg("device_type"));
+  m.def(
+      "current_device",
+      [](const std::string& device_type) {
+        const DeviceRuntime& runtime = Runtime(device_type);
+        return runtime.type() == c10::DeviceType::CPU ? 0 : int(runtime.current_device());
+      },
+      py::arg("device_type"));
+  m.def("plugin_name", []() -> py::object {
+    if (!c10::is_privateuse1_backend_registered()) return py::none();
+    return py::str(c10::get_privateuse1_backend());
+  });
+
+  m.def("_register_stream_resolver_capsule", &RegisterCapsuleResolver);
+  m.def("_register_stream_resolver_callable", &RegisterCallableResolver);
+  m.def("_unregister_stream_resolver",
+        [](const std::string& device_type) { UnregisterStreamResolver(ParseDeviceType(device_type)); });
+  m.def("_register_submit_hook", &RegisterSubmitHook);
+
+  m.def(
+      "_set_options",
+      [](bool allow_null_stream, bool accept_ascend, bool export_ascend) {
+        Options options;
+        options.allow_null_stream = allow_null_stream;
+        options.accept_ascend_device_type = accept_ascend;
+        options.export_ascend_device_type = export_ascend;
+        SetOptions(options);
+      },
+      py::arg("allow_null_stream"), py::arg("accept_ascend_device_type"),
+      py::arg("export_ascend_device_type"));
+  m.def("_get_options", [] {
+    const Options options = GetOptions();
+    py::dict result;
+    result["allow_null_stream"] = options.allow_null_stream;
+    result["accept_ascend_device_type"] = options.accept_ascend_device_type;
+    result["export_ascend_device_type"] = options.export_ascend_device_type;
+    return result;
+  });
+}
+
+}  // namespace python
+}  // namespace devbridge

@@ -1,0 +1,84 @@
+// Per-device-type registries: stream resolvers and submit hooks.
+//
+// Lookups happen on the hot path (every current-stream query), so they are a
+// single atomic load. Registration is rare and may race with lookups; a
+// replaced resolver is moved to a retired list instead of being freed, since a
+// concurrent reader may still be calling it. The leak is bounded by the number
+// of registrations.
+#include <array>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "devbridge/runtime.h"
+#include "runtime/resolver_slots.h"
+
+namespace devbridge {
+namespace detail {
+std::array<std::atomic<const StreamResolver*>, kNumDeviceTypes> g_stream_resolvers{};
+}  // namespace detail
+
+namespace {
+
+constexpr size_t kNumTypes = detail::kNumDeviceTypes;
+
+size_t Slot(c10::DeviceType type) {
+  const auto index = static_cast<size_t>(type);
+  if (index >= kNumTypes) {
+    throw Error(ErrorKind::kValue, "devbridge: invalid c10 device type " + std::to_string(index));
+  }
+  return index;
+}
+
+std::array<std::atomic<DevbridgeSubmitFn>, kNumTypes> g_submit_hooks{};
+
+std::mutex g_retired_mutex;
+std::vector<std::unique_ptr<StreamResolver>>& Retired() {
+  static auto* retired = new std::vector<std::unique_ptr<StreamResolver>>();
+  return *retired;
+}
+
+void Publish(size_t slot, std::unique_ptr<StreamResolver> resolver) {
+  std::lock_guard<std::mutex> lock(g_retired_mutex);
+  const StreamResolver* old = detail::g_stream_resolvers[slot].exchange(resolver.release());
+  if (old != nullptr) Retired().emplace_back(const_cast<StreamResolver*>(old));
+}
+
+}  // namespace
+
+void RegisterStreamResolver(c10::DeviceType type, StreamResolver resolver) {
+  const size_t slot = Slot(type);
+  if ((resolver.c_function == nullptr) == (resolver.callback == nullptr)) {
+    throw Error(ErrorKind::kValue,
+                "devbridge: a stream resolver needs exactly one of a C function or a callback");
+  }
+  Publish(slot, std::make_unique<StreamResolver>(std::move(resolver)));
+}
+
+void UnregisterStreamResolver(c10::DeviceType type) noexcept {
+  const auto index = static_cast<size_t>(type);
+  if (index >= kNumTypes) return;
+  try {
+    Publish(index, nullptr);
+  } catch (...) {
+    // Only the retired list's growth can throw; dropping the entry then leaks
+    // one resolver, which is harmless.
+  }
+}
+
+const StreamResolver* FindStreamResolver(c10::DeviceType type) noexcept {
+  return detail::LoadStreamResolver(type);
+}
+
+void SetSubmitHook(c10::DeviceType type, DevbridgeSubmitFn hook) noexcept {
+  const auto index = static_cast<size_t>(type);
+  if (index < kNumTypes) g_submit_hooks[index].store(hook, std::memory_order_release);
+}
+
+DevbridgeSubmitFn GetSubmitHook(c10::DeviceType type) noexcept {
+  const auto index = static_cast<size_t>(type);
+  if (index >= kNumTypes) return nullptr;
+  return g_submit_hooks[index].load(std::memory_order_acquire);
+}
+
+}  // namespace devbridge
