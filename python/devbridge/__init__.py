@@ -10,11 +10,25 @@ The package is a thin front over the C++ core in devbridge._C:
 
 from __future__ import annotations
 
-from ._torch_version import load_extension
+# `import devbridge` may be what first imports torch, and torch's autoload then
+# runs the plugin's hook, which calls devbridge.install() on this half-imported
+# module. Record that call and carry it out once the package is complete.
+_install_requested_during_import = None
+
+
+def install(*, allow_null_stream=False, accept_ascend_device_type=False,
+            export_ascend_device_type=False):
+    global _install_requested_during_import
+    _install_requested_during_import = dict(
+        allow_null_stream=allow_null_stream, accept_ascend_device_type=accept_ascend_device_type,
+        export_ascend_device_type=export_ascend_device_type)
+
+
+from ._torch_version import load_extension  # noqa: E402
 
 _C = load_extension()
 
-from ._exchange import exchange_api, install, is_installed, torch_exchange_api, uninstall  # noqa: E402
+from ._exchange import exchange_api, install, is_installed, torch_exchange_api, uninstall  # noqa: E402,F811
 from ._runtime import (  # noqa: E402
     current_stream,
     device_count,
@@ -23,6 +37,10 @@ from ._runtime import (  # noqa: E402
     runtime_api,
     unregister_stream_resolver,
 )
+
+if _install_requested_during_import is not None:
+    install(**_install_requested_during_import)
+del _install_requested_during_import
 
 __version__ = "0.1.0"
 #: The torch version devbridge._C was compiled against (checked at import).

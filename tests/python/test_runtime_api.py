@@ -303,3 +303,15 @@ def test_submit_hook_registration_reaches_the_runtime_table():
     assert found.value is None
     with pytest.raises(ValueError, match="devbridge_submit_hook"):
         devbridge._C._register_submit_hook(make_capsule(address, b"wrong"), "cpu")
+
+
+@skip_without_simdev
+def test_install_from_the_plugins_autoload_during_import_devbridge():
+    """`import devbridge` first imports torch, whose autoload runs simdev's hook,
+    which calls devbridge.install() on the half-imported package: the table
+    must still end up installed."""
+    script = ("import devbridge, torch, sys; "
+              "sys.exit(0 if devbridge.is_installed() else 1)")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr

@@ -104,6 +104,29 @@ def test_autoload_installs_devbridge_when_it_is_importable():
     assert result.stdout.strip() == "True"
 
 
+@pytest.mark.parametrize(
+    "first_import",
+    ["torch_simdev", "devbridge"],
+    ids=["plugin-before-torch", "devbridge-before-torch"],
+)
+def test_autoload_installs_devbridge_whatever_is_imported_first(first_import):
+    # Importing the plugin or devbridge first makes torch's autoload run while
+    # that package is itself half-imported; both orders must end installed.
+    probe = run_python("import devbridge")
+    if probe.returncode != 0:
+        pytest.skip("devbridge is not installed here: " + probe.stderr.strip().splitlines()[-1])
+    result = run_python(
+        f"""
+        import {first_import}
+        import torch, devbridge
+        x = torch.ones(3, device="simdev")
+        print(devbridge.is_installed(), x.sum().item())
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True 3.0"
+
+
 def test_autoload_without_devbridge_is_fine():
     result = run_python(
         """
