@@ -10,6 +10,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <limits>
+#include <vector>
 
 #include "devbridge/dlpack_exchange.h"
 #include "devbridge/runtime.h"
@@ -122,7 +123,24 @@ at::Tensor ImportBorrowing(const DLManagedTensorVersioned& managed) {
                 "devbridge: padded sub-byte DLPack tensors (flag IS_SUBBYTE_TYPE_PADDED) have no "
                 "PyTorch dtype; the producer must export packed data");
   }
-  const DLTensor& dl = managed.dl_tensor;
+  // Before DLPack 1.2, NULL strides meant compact row-major; a producer that
+  // declares such a minor version may still send them (TVM-FFI accepts them
+  // too). From 1.2 on they are an error, reported by CheckLayout.
+  DLTensor dl = managed.dl_tensor;
+  std::vector<int64_t> compact_strides;
+  if (dl.strides == nullptr && dl.ndim > 0 && dl.shape != nullptr && managed.version.minor < 2) {
+    compact_strides.resize(static_cast<size_t>(dl.ndim));
+    int64_t step = 1;
+    for (int32_t i = dl.ndim - 1; i >= 0; --i) {
+      compact_strides[static_cast<size_t>(i)] = step;
+      if (dl.shape[i] > 0 && __builtin_mul_overflow(step, dl.shape[i], &step)) {
+        throw Error(ErrorKind::kValue,
+                    "devbridge: DLPack tensor's shape spans more than 2^63 elements; the "
+                    "producer sent a corrupt shape");
+      }
+    }
+    dl.strides = compact_strides.data();
+  }
   CheckLayout(dl);
   const c10::Device device = TorchDeviceOf(dl);
   const c10::ScalarType dtype = at::toScalarType(dl.dtype);

@@ -249,3 +249,17 @@ def test_null_deleter_is_allowed():
     assert torch.equal(imported, torch.arange(6.0))
     del imported
     gc.collect()
+
+
+def test_null_strides_before_dlpack_1_2_mean_compact_row_major():
+    # DLPack < 1.2 allowed NULL strides for compact tensors; a producer that
+    # declares such a version is read that way (1.2+ requires strides).
+    source = torch.arange(6.0).reshape(2, 3)
+    managed = dl.CountedManagedTensor.over(source, device_type=dl.KDL_CPU, version=(1, 1),
+                                           strides=None)
+    imported = OURS.to_py(managed.pointer)
+    assert imported.stride() == (3, 1)
+    assert torch.equal(imported, source)
+    del imported
+    gc.collect()
+    assert managed.calls == 1

@@ -149,13 +149,11 @@ def settled_full(device: str, value: float) -> torch.Tensor:
     return tensor
 
 
-def queue_producers(x: torch.Tensor, one: torch.Tensor) -> None:
-    """Four ops on the current stream; with the delay, x == 4 only after ~80 ms.
-    (`one` is a device tensor: simdev's add_ with a Python scalar is not what
-    is under test here.)"""
+def queue_producers(x: torch.Tensor) -> None:
+    """Four ops on the current stream; with the delay, x == 4 only after ~80 ms."""
     x.fill_(1.0)
     for _ in range(3):
-        x.add_(one)
+        x.add_(1.0)
 
 
 # ---------------------------------------------------------------- fixtures
@@ -234,12 +232,12 @@ def test_kernel_is_ordered_between_producers_and_the_read(kernels, devbridge_ins
     the result is right without any host synchronisation in between."""
 
     def scenario():
-        x, one = settled_full(device, 0.0), settled_full(device, 1.0)
+        x = settled_full(device, 0.0)
         out = settled_full(device, -1.0)
         with simdev_op_delay(OP_DELAY_US):
             stream = torch.Stream(device=device)
             with stream:
-                queue_producers(x, one)
+                queue_producers(x)
                 used = kernels.add_one(x, out)
                 result = out.cpu()  # queued on the same stream, after the kernel
         return used, stream.native_handle, result
@@ -256,12 +254,12 @@ def test_same_kernel_on_the_default_stream_reads_stale_data(kernels, devbridge_i
     caller's stream still sleep, and reads x as 0 or 1, not 4."""
 
     def scenario():
-        x, one = settled_full(device, 0.0), settled_full(device, 1.0)
+        x = settled_full(device, 0.0)
         out = settled_full(device, -1.0)
         with simdev_op_delay(OP_DELAY_US):
             stream = torch.Stream(device=device)
             with stream:
-                queue_producers(x, one)
+                queue_producers(x)
                 used = kernels.add_one_on_default_stream(x, out)
             default_handle = torch.accelerator.current_stream(device).native_handle
             # Wait for both streams, so the read below is not itself a race.
