@@ -284,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--machine", default=socket.gethostname(),
                         help="name used in the result file names (default: host name)")  # fmt: skip
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument("--results-dir", type=pathlib.Path, default=RESULTS_DIR,
+                        help="where the .md and .json go (default: bench/results)")
     args = parser.parse_args(argv)
 
     devbridge.install()  # the realistic set-up; either table is called directly below
@@ -320,8 +322,8 @@ def main(argv: list[str] | None = None) -> int:
     report = markdown(summary, context, meta)
     print(report)
     if not args.no_write:
-        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-        stem = RESULTS_DIR / f"dlpack_exchange_{re.sub(r'[^A-Za-z0-9_-]', '_', args.machine)}"
+        args.results_dir.mkdir(parents=True, exist_ok=True)
+        stem = args.results_dir / f"dlpack_exchange_{re.sub(r'[^A-Za-z0-9_-]', '_', args.machine)}"
         stem.with_suffix(".md").write_text(report)
         payload = {**meta, "rows": summary, "python_context": context}
         stem.with_suffix(".json").write_text(json.dumps(payload, indent=2) + "\n")

@@ -25,6 +25,18 @@ export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-16}
 # package its GPU-probing step, should a build use it.
 export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
 export CUDAARCHS=${CUDAARCHS:-90}
+# Use the distribution's g++ when there is one. The GPU image's default
+# compiler (/opt/gcc) was seen to put libstdc++ code into our shared objects,
+# beside the libstdc++.so.6 that torch uses: the two copies' locale facets
+# disagree, and the first `ostream << long` in an error message segfaults.
+if [[ -z "${CXX:-}" ]]; then
+  for candidate in /usr/bin/g++ /usr/bin/g++-14 /usr/bin/g++-13 /usr/bin/g++-12; do
+    if [[ -x $candidate ]]; then
+      export CXX=$candidate CC=${candidate/g++/gcc} CUDAHOSTCXX=$candidate
+      break
+    fi
+  done
+fi
 if [[ -z "${CUDACXX:-}" && -x /usr/local/cuda/bin/nvcc ]]; then
   export CUDACXX=/usr/local/cuda/bin/nvcc
   export PATH=/usr/local/cuda/bin:$PATH
@@ -85,6 +97,9 @@ step() {
   "$PY" -c 'import sys, torch; print("python", sys.version.split()[0]); print("torch", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())' 2>&1 || true
   "${CUDACXX:-nvcc}" --version 2>&1 | tail -n 1 || true
   cmake --version 2>&1 | head -n 1 || true
+  echo "CXX=${CXX:-<default>}: $(${CXX:-g++} --version | head -n 1)"
+  echo "compilers on PATH: $(which -a g++ c++ 2>/dev/null | tr '\n' ' ')"
+  echo "libstdc++ the compiler links: $(${CXX:-g++} -print-file-name=libstdc++.so)"
 } >"$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
 
@@ -97,16 +112,44 @@ if compgen -G "$ROOT/.whl/*.whl" >/dev/null; then
 fi
 
 PIP_INSTALL=("$PY" -m pip install -v --no-build-isolation --no-deps --no-index)
+PYTEST=("$PY" -m pytest -ra -v -p no:cacheprovider)
 step build_devbridge 240 "${PIP_INSTALL[@]}" "$ROOT"
 step build_simdev 180 "${PIP_INSTALL[@]}" "$ROOT/plugins/simdev"
+
+# The CPU suite on this machine's torch (2.11 here, 2.13 in CI), with simdev
+# autoloaded: proves devbridge and simdev on the oldest supported torch, and
+# the DLPack numbers on it. Runs before cudadev is installed (one PrivateUse1
+# plugin per process; autoload would load both).
+step pytest_simdev 240 env TORCH_DEVICE_BACKEND_AUTOLOAD=1 "${PYTEST[@]}" -q \
+  "$ROOT/tests/python" "$ROOT/plugins/simdev/tests/python" --junitxml="$OUT/junit_simdev.xml"
+step check_simdev 60 bash -c 'TORCH_DEVICE_BACKEND_AUTOLOAD=1 "$0" -m devbridge check --json >"$1"' \
+  "$PY" "$OUT/check_simdev.json"
+step bench_dlpack 120 env TORCH_DEVICE_BACKEND_AUTOLOAD=1 "$PY" "$ROOT/bench/dlpack_exchange.py" \
+  --machine "${GPU_SUITE_MACHINE:-h200}" --repeats 11 --results-dir "$OUT"
+
 step build_cudadev 180 "${PIP_INSTALL[@]}" "$ROOT/plugins/cudadev"
+# Which libstdc++ each extension uses (a static copy inside one crashes).
+"$PY" - >>"$OUT/env.txt" 2>&1 <<'PYEOF' || true
+import glob, importlib.util, os, subprocess
+for name in ("devbridge", "torch_simdev", "torch_cudadev"):
+    spec = importlib.util.find_spec(name)
+    if spec is None:
+        continue
+    for so in glob.glob(os.path.join(os.path.dirname(spec.origin), "*.so")):
+        ldd = subprocess.run(["ldd", so], capture_output=True, text=True).stdout
+        linked = [l.split()[0] for l in ldd.splitlines() if "stdc++" in l]
+        syms = subprocess.run(["nm", "-D", "--defined-only", so], capture_output=True, text=True).stdout
+        print(f"{os.path.basename(so)}: links {linked or 'no libstdc++.so'}; "
+              f"defines {syms.count('_ZNSo')} std::ostream symbols")
+PYEOF
 
 # devbridge's conformance report on cudadev: JSON on stdout, the rest in the log.
 step check_cudadev 120 bash -c '"$0" -m devbridge check --device cudadev --plugin torch_cudadev --json >"$1"' \
   "$PY" "$OUT/check_cudadev.json"
 
-PYTEST=("$PY" -m pytest -ra -v -p no:cacheprovider)
-step pytest_cudadev 240 "${PYTEST[@]}" "$ROOT/plugins/cudadev/tests/python" \
+# One xdist worker: a crash in one test is reported as that test's failure
+# (the worker is restarted) instead of ending the whole run.
+step pytest_cudadev 240 "${PYTEST[@]}" -n 1 --max-worker-restart=20 "$ROOT/plugins/cudadev/tests/python" \
   --junitxml="$OUT/junit_cudadev.xml"
 # GPU-marked devbridge tests (Triton, torch.compile, ...) run on cudadev.
 step pytest_gpu 240 --no-tests-ok env DEVBRIDGE_TEST_PLUGIN=torch_cudadev \

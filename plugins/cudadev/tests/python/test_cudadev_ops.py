@@ -181,16 +181,32 @@ def test_resize_keeps_contents():
 
 
 def test_autograd():
+    # Reference gradients are computed on the CPU: backward on torch.cuda
+    # tensors is broken in a process that has a PrivateUse1 backend (see
+    # test_torch_cuda_backward_beside_a_privateuse1_backend below).
     x = torch.randn(5, 3, device="cudadev", requires_grad=True)
     weight = torch.randn(3, 4, device="cudadev", requires_grad=True)
     loss = torch.tanh(x @ weight).pow(2).sum()
     loss.backward()
-    cx = x.detach().to("cuda").requires_grad_()
-    cweight = weight.detach().to("cuda").requires_grad_()
+    cx = x.detach().cpu().double().requires_grad_()
+    cweight = weight.detach().cpu().double().requires_grad_()
     torch.tanh(cx @ cweight).pow(2).sum().backward()
     assert x.grad.device.type == "cudadev"
-    check(x.grad, cx.grad, rtol=1e-5, atol=1e-5)
-    check(weight.grad, cweight.grad, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(x.grad.cpu().double(), cx.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(weight.grad.cpu().double(), cweight.grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.xfail(
+    raises=RuntimeError,
+    strict=True,
+    reason="PyTorch limitation, not cudadev's: once a PrivateUse1 backend is loaded it is "
+    "'the accelerator', and the autograd engine looks up torch.cuda tensors' streams "
+    "through it (torch 2.11: INTERNAL ASSERT opt_ready_stream && opt_parent_stream). "
+    "strict: if a newer torch fixes it, this test fails so the docs get updated.",
+)
+def test_torch_cuda_backward_beside_a_privateuse1_backend():
+    x = torch.randn(5, 3, device="cuda", requires_grad=True)
+    torch.tanh(x).sum().backward()
 
 
 def test_printing():
@@ -202,10 +218,11 @@ def test_printing():
 def test_mixing_cudadev_and_cuda_in_one_operator_is_a_clear_error():
     a = torch.ones(3, device="cudadev")
     b = torch.ones(3, device="cuda")
-    with pytest.raises(RuntimeError, match=r"cudadev tensor \(cudadev:0\) and a torch\.cuda tensor"):
-        a + b
-    with pytest.raises(RuntimeError, match=r"torch\.cuda tensor"):
-        b * a
+    # PyTorch's own device check catches this before cudadev's kernels run;
+    # its message names both devices, which is what the user needs.
+    for mixed in (lambda: a + b, lambda: b * a):
+        with pytest.raises(RuntimeError, match=r"same device.*(cudadev:0 and cuda:0|cuda:0 and cudadev:0)"):
+            mixed()
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
