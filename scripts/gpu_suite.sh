@@ -25,18 +25,26 @@ export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-16}
 # package its GPU-probing step, should a build use it.
 export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
 export CUDAARCHS=${CUDAARCHS:-90}
-# Use the distribution's g++ when there is one. The GPU image's default
-# compiler (/opt/gcc) was seen to put libstdc++ code into our shared objects,
-# beside the libstdc++.so.6 that torch uses: the two copies' locale facets
-# disagree, and the first `ostream << long` in an error message segfaults.
-if [[ -z "${CXX:-}" ]]; then
-  for candidate in /usr/bin/g++ /usr/bin/g++-14 /usr/bin/g++-13 /usr/bin/g++-12; do
-    if [[ -x $candidate ]]; then
-      export CXX=$candidate CC=${candidate/g++/gcc} CUDAHOSTCXX=$candidate
-      break
-    fi
-  done
-fi
+# Pick a C++ compiler that links libstdc++ dynamically. The GPU image's CXX
+# (/opt/gcc/bin/g++, a wrapper) puts a static copy of libstdc++ into every
+# shared object, beside the libstdc++.so.6 torch uses; the two copies' locale
+# facets disagree and the first `ostream << long` (any TORCH_CHECK message
+# with a number) segfaults. Probe each candidate with a one-line library.
+links_libstdcxx_dynamically() {
+  local probe=/tmp/devbridge_cxx_probe.so
+  printf '#include <sstream>\nint probe(long x){std::ostringstream s; s << x; return (int)s.str().size();}\n' |
+    "$1" -x c++ -shared -fPIC -o "$probe" - 2>/dev/null && ldd "$probe" | grep -q 'libstdc++'
+}
+for candidate in "${CXX:-}" /usr/bin/g++ g++ c++; do
+  [[ -n $candidate ]] && command -v "$candidate" >/dev/null || continue
+  if links_libstdcxx_dynamically "$candidate"; then
+    candidate=$(command -v "$candidate")
+    export CXX=$candidate CUDAHOSTCXX=$candidate
+    [[ -x ${candidate%g++}gcc ]] && export CC=${candidate%g++}gcc
+    break
+  fi
+  echo "skipping C++ compiler $candidate: it links libstdc++ statically into shared objects"
+done
 if [[ -z "${CUDACXX:-}" && -x /usr/local/cuda/bin/nvcc ]]; then
   export CUDACXX=/usr/local/cuda/bin/nvcc
   export PATH=/usr/local/cuda/bin:$PATH
@@ -110,6 +118,11 @@ if compgen -G "$ROOT/.whl/*.whl" >/dev/null; then
     --target /tmp/site "$ROOT"/.whl/*.whl
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
+
+# A machine kept warm between calls keeps earlier installs and CMake caches
+# (which pin the compiler): start from a clean slate so every run is the same.
+"$PY" -m pip uninstall -y -q torch-cudadev torch-simdev devbridge >/dev/null 2>&1 || true
+rm -rf "$ROOT/build" "$ROOT/plugins/simdev/build" "$ROOT/plugins/cudadev/build"
 
 PIP_INSTALL=("$PY" -m pip install -v --no-build-isolation --no-deps --no-index)
 PYTEST=("$PY" -m pytest -ra -v -p no:cacheprovider)
