@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import devbridge
-import exchange_ctypes as dl
+from devbridge import dlpack_ctypes as dl
 from dlpack_devices import DEVICES, skip_without_simdev
 from test_dlpack_export import QUANTIZED, all_torch_dtypes, make
 
@@ -183,7 +183,7 @@ def test_bad_managed_tensors_raise_and_are_not_consumed(case):
 def test_ext_dev_without_a_plugin_names_the_fix():
     """In a process where no plugin is loaded (autoload off), kDLExtDev fails clearly."""
     script = textwrap.dedent("""
-        import ctypes, torch, devbridge, exchange_ctypes as dl
+        import ctypes, torch, devbridge; from devbridge import dlpack_ctypes as dl
         assert devbridge.plugin_name() is None
         table = dl.Table(devbridge.exchange_api())
         source = dl.CountedManagedTensor.over(torch.arange(3.0), dl.KDL_EXT_DEV)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import devbridge
-import exchange_ctypes as dl
+from devbridge import dlpack_ctypes as dl
 from dlpack_devices import skip_without_simdev
 
 OURS = dl.Table(devbridge.exchange_api())

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import devbridge
-import exchange_ctypes as dl
+from devbridge import dlpack_ctypes as dl
 
 
 @pytest.fixture

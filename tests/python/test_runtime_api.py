@@ -269,7 +269,7 @@ def test_scratch_memory_is_usable_by_work_on_the_stream():
     table = runtime_table()
     pointer, token = ctypes.c_void_p(), ctypes.c_void_p()
     assert table.scratch_alloc(KDL_EXT_DEV, 0, 16 * 4, ctypes.byref(pointer), ctypes.byref(token)) == 0
-    import exchange_ctypes as dl
+    from devbridge import dlpack_ctypes as dl
 
     keep = torch.empty(0)
     managed = dl.CountedManagedTensor(data=pointer.value, shape=(16,), strides=(1,),

@@ -10,7 +10,7 @@ import ctypes
 
 import torch
 
-from . import dlpack_abi as abi
+from .. import dlpack_ctypes as abi
 from .plugin import Backend
 from .registry import check
 from .result import CheckFailed, CheckResult
@@ -31,8 +31,8 @@ def _devbridge():
     return devbridge
 
 
-def _our_table() -> abi.ExchangeTable:
-    return abi.ExchangeTable(_devbridge().exchange_api())
+def _our_table() -> abi.Table:
+    return abi.Table(_devbridge().exchange_api())
 
 
 @check("dlpack.installed", "DLPack exchange table installed on torch.Tensor")
@@ -41,7 +41,7 @@ def _installed(backend: Backend, result: CheckResult) -> None:
     current = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
     if current is None:
         raise CheckFailed("torch.Tensor has no __dlpack_c_exchange_api__", _INSTALL_FIX)
-    if abi.ExchangeTable(current).address != _our_table().address:
+    if abi.Table(current).address != _our_table().address:
         raise CheckFailed(
             "torch.Tensor.__dlpack_c_exchange_api__ is PyTorch's own table, which gives "
             f"DLPack consumers a NULL stream for {backend.name} tensors", _INSTALL_FIX)

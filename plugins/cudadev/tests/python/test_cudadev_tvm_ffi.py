@@ -62,7 +62,7 @@ def _why_this_module_cannot_run() -> str | None:
     except ImportError as error:
         return f"tvm_ffi is not importable ({error}): pip install 'apache-tvm-ffi>=0.1.15'"
     try:
-        import devbridge.check.dlpack_abi  # noqa: F401
+        import devbridge.dlpack_ctypes  # noqa: F401
     except ImportError as error:
         return f"devbridge is not importable ({error}): pip install --no-build-isolation ."
     return None
@@ -75,7 +75,7 @@ if CANNOT_RUN is None:
     import tvm_ffi.cpp
 
     import devbridge
-    from devbridge.check.dlpack_abi import ExchangeTable
+    from devbridge.dlpack_ctypes import Table as ExchangeTable
 
 
 # ---------------------------------------------------------------- helpers
@@ -113,7 +113,7 @@ def pytorch_stream_answer(device_index: int) -> int | str:
     """What PyTorch's own table answers for current_work_stream(kDLExtDev, i):
     the stream as an int (0 = NULL), or the error it reports."""
     table = pytorch_table()
-    if table is None or table.current_stream_fn is None:
+    if table is None or not table.raw.current_work_stream:
         return 0  # no table / no function: TVM-FFI sets no stream either
     try:
         return table.current_stream(KDL_EXT_DEV, device_index)

@@ -1,7 +1,9 @@
 """The DLPack 1.3 exchange table as a C consumer sees it, through ctypes.
 
-Support module for tests/python/test_dlpack_*.py: function pointers are read
-out of the PyCapsule and called with raw pointers, exactly as TVM-FFI does.
+For `devbridge check`, devbridge's tests, and plugin authors who want to test
+their own tables: function pointers are read out of the PyCapsule and called
+with raw pointers, exactly as TVM-FFI does. Layouts follow dlpack.h v1.3
+(PyTorch ships it as ATen/dlpack.h).
 
 Calling conventions: the functions that take or return Python objects (and
 current_work_stream, which sets a Python exception on failure) are called as
