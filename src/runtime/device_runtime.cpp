@@ -115,8 +115,14 @@ const DeviceRuntime::GuardState& DeviceRuntime::state_for(
   std::lock_guard<std::mutex> lock(g_state_mutex);
   state = state_.load(std::memory_order_acquire);
   if (state != nullptr && state->impl == impl) return *state;
-  // The previous state is intentionally leaked: another thread may be reading
-  // it. This happens only when a backend re-registers its guard.
+  // The previous state is never freed: another thread may still be reading
+  // it. It stays reachable from a process-lifetime list (so LeakSanitizer
+  // sees a kept object, not a leak). This happens only when a backend
+  // re-registers its guard, so the list stays tiny.
+  if (state != nullptr) {
+    static auto* retired = new std::vector<GuardState*>();
+    retired->push_back(state);
+  }
   auto* fresh = new GuardState(impl);
   state_.store(fresh, std::memory_order_release);
   return *fresh;
