@@ -11,7 +11,7 @@ import pytest
 
 EXPECTED_CHECKS = [
     "backend", "device.count", "device.current", "device.per_thread", "stream.current",
-    "stream.native_handle", "allocator", "stream.ordering", "dlpack.installed",
+    "stream.native_handle", "allocator", "device.synchronize", "stream.ordering", "dlpack.installed",
     "dlpack.version", "dlpack.stream", "dlpack.roundtrip", "dlpack.allocator",
 ]
 
@@ -52,7 +52,7 @@ def test_json_report_passes_on_simdev():
 def test_text_report_summarises():
     result = run_check()
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "13 passed, 0 failed, 0 skipped" in result.stdout
+    assert "14 passed, 0 failed, 0 skipped" in result.stdout
     assert "fix:" not in result.stdout
 
 
@@ -105,3 +105,22 @@ def test_usage_error_exits_2():
     result = subprocess.run([sys.executable, "-m", "devbridge"], capture_output=True, text=True)
     assert result.returncode == 2
     assert "check" in result.stderr
+
+
+@needs_simdev
+def test_device_module_without_lazy_init_fails_with_the_fix():
+    # The pitfall found on torch 2.11: without torch.<name>._lazy_init torch
+    # never marks the device initialized and accelerator.synchronize() is a no-op.
+    code = (
+        "import sys, torch, torch_simdev\n"
+        "del torch.simdev._lazy_init\n"
+        "from devbridge.__main__ import main\n"
+        "sys.exit(main(['check', '--json']))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=dict(os.environ), timeout=300)
+    assert result.returncode == 1
+    report = json.loads(result.stdout)
+    failed = {c["name"]: c for c in report["checks"] if c["status"] == "FAIL"}
+    assert list(failed) == ["device.synchronize"]
+    assert "define _lazy_init()" in failed["device.synchronize"]["fix"]

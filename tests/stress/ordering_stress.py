@@ -7,9 +7,11 @@ producer stream fill_(3) / add_(4) / mul_(1) and an event; a consumer stream
 waits on the event and clones. Every element must read 7. Anything else is an
 ordering bug (4 means add_ read the tensor before fill_ had written it).
 
-Status (docs/gpu.md): 0 bad of 2,300 on the CI machine (torch 2.13, 2 cores);
-39 bad of 400 on the H200 host (torch 2.11, 16 cores), 2 of 400 with
-OMP_NUM_THREADS=1. Not understood yet; kept here so it can be chased.
+History (docs/gpu.md): 39 bad of 400 on the H200 host with torch 2.11, 0 of
+2,300 on the CI machine with torch 2.13. Cause: torch 2.11's
+torch.accelerator.synchronize() is a no-op for a PrivateUse1 device whose
+module has no _lazy_init() (simdev had none), so the zeros were still being
+written. Keep it for plugins: run it on new torch versions and new hosts.
 """
 
 from __future__ import annotations

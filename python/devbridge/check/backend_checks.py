@@ -207,6 +207,44 @@ def _allocator(backend: Backend, result: CheckResult) -> None:
         lambda: torch.empty(256, dtype=torch.float32, device=device))
 
 
+@check("device.synchronize", "torch.accelerator.synchronize() waits for every stream")
+def _synchronize(backend: Backend, result: CheckResult) -> None:
+    # torch (2.11) returns from torch.accelerator.synchronize() without calling
+    # the guard when it has not marked the device type initialized, and it
+    # marks PrivateUse1 initialized only by calling torch.<name>._lazy_init().
+    if not callable(getattr(backend.module, "_lazy_init", None)):
+        raise CheckFailed(
+            f"torch.{backend.name} has no _lazy_init(): torch then never marks {backend.name} "
+            "initialized, and torch 2.11's torch.accelerator.synchronize() silently does nothing",
+            f"define _lazy_init() in the torch.{backend.name} device module (it may do nothing); "
+            "torch calls it on the first device tensor",
+        )
+    device = _device(backend, torch.accelerator.current_device_index())
+    set_delay = _delay_knob(backend)
+    if set_delay is None:
+        result.detail = "_lazy_init present; no delay knob to prove the wait"
+        return
+    side = torch.Stream(device=device)
+    work = torch.zeros(1024, device=device)
+    torch.accelerator.synchronize(device)
+    set_delay(20_000)
+    try:
+        with side:
+            for _ in range(3):
+                work.add_(1.0)
+        torch.accelerator.synchronize(device)
+        drained = side.query()
+    finally:
+        set_delay(0)
+        side.synchronize()
+    if not drained:
+        raise CheckFailed(
+            "torch.accelerator.synchronize() returned while a side stream still had queued work",
+            f"synchronizeDevice() in {_GUARD} must wait for every stream of the device",
+        )
+    result.detail = "waited for 60 ms of queued work on a side stream (delay on)"
+
+
 def _delay_knob(backend: Backend):
     """The plugin's debug delay setter (simdev: torch.simdev.set_op_delay_us), if any."""
     return getattr(backend.module, "set_op_delay_us", None)

@@ -76,6 +76,18 @@ def init() -> None:
     """No-op: simdev is ready as soon as torch_simdev is imported."""
 
 
+def _lazy_init() -> None:
+    """torch's lazy-initialization hook for PrivateUse1 (``device_lazy_init``).
+
+    Nothing to initialize, but the function must exist: torch calls it on the
+    first simdev tensor and only then marks the device type initialized, and
+    torch 2.11's ``torch.accelerator.synchronize()`` silently returns without
+    synchronizing for a lazy-init device type that is not marked initialized.
+    Without it a read after ``synchronize()`` raced the streams (seen on the
+    H200 host: tests/stress/ordering_stress.py, 39 bad of 400).
+    """
+
+
 def _is_in_bad_fork() -> bool:
     # Streams are threads; a forked child gets none of them. simdev does not
     # track forks, and torch only asks this before seeding.

@@ -175,3 +175,20 @@ def test_each_host_thread_has_its_own_device_and_streams(two_devices):
     # The main thread's state was never touched by the others.
     assert torch.simdev.current_device() == 0
     assert torch.accelerator.current_stream(0).stream_id == 0
+
+
+def test_accelerator_synchronize_waits_for_side_streams():
+    # torch 2.11 skips torch.accelerator.synchronize() for a device type it has
+    # not marked initialized; simdev's device module must define _lazy_init for
+    # torch to mark it. With the delay, a no-op synchronize leaves work queued.
+    assert callable(torch.simdev._lazy_init)
+    side = torch.Stream(device="simdev:0")
+    work = torch.zeros(1024, device="simdev:0")
+    torch.accelerator.synchronize("simdev:0")
+    with torch.simdev.op_delay(20_000):
+        with side:
+            for _ in range(3):
+                work.add_(1.0)
+        torch.accelerator.synchronize("simdev:0")
+        assert side.query(), "torch.accelerator.synchronize() returned with the side stream busy"
+    assert torch.equal(work.cpu(), torch.full((1024,), 3.0))
