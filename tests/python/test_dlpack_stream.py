@@ -116,3 +116,25 @@ def test_failing_python_resolver_is_reported():
             OURS.current_stream(dl.KDL_EXT_DEV, 0)
     finally:
         devbridge.unregister_stream_resolver("simdev")
+
+
+@skip_without_simdev
+@pytest.mark.parametrize("other,current", [(1, 0), (0, 1)])
+def test_non_current_device_reports_its_own_live_stream(other, current):
+    # The device-index bug class: a stream looked up on the current device
+    # instead of the asked one. Make a non-default stream current on `other`,
+    # then make `current` the thread's device: each index must still answer
+    # its own stream.
+    saved = torch.accelerator.current_device_index()
+    side = torch.Stream(device=f"simdev:{other}")
+    previous = torch.accelerator.current_stream(torch.device("simdev", other))
+    try:
+        torch.accelerator.set_stream(side)  # also moves the thread to `other`
+        torch.accelerator.set_device_index(current)
+        assert torch.accelerator.current_device_index() == current
+        assert OURS.current_stream(dl.KDL_EXT_DEV, other) == side.native_handle
+        own = torch.accelerator.current_stream(torch.device("simdev", current)).native_handle
+        assert OURS.current_stream(dl.KDL_EXT_DEV, current) == own != side.native_handle
+    finally:
+        torch.accelerator.set_stream(previous)
+        torch.accelerator.set_device_index(saved)
