@@ -8,9 +8,8 @@
 #include "devbridge/runtime.h"
 
 namespace devbridge {
-namespace {
 
-PyObject* PythonExceptionType(ErrorKind kind) {
+PyObject* PythonExceptionType(ErrorKind kind) noexcept {
   switch (kind) {
     case ErrorKind::kValue: return PyExc_ValueError;
     case ErrorKind::kType: return PyExc_TypeError;
@@ -21,8 +20,6 @@ PyObject* PythonExceptionType(ErrorKind kind) {
   }
   return PyExc_RuntimeError;
 }
-
-}  // namespace
 
 void RaiseCurrentExceptionInPython() noexcept {
   std::string message;

@@ -2,7 +2,16 @@
 // exception set (the DLPack header's contract), never a C++ exception.
 #pragma once
 
+#include <Python.h>
+
+#include "devbridge/error.h"
+
 namespace devbridge {
+
+// The Python built-in exception for an ErrorKind (RuntimeError by default).
+// Shared by the table's entry points and the _C bindings' translator, so a
+// devbridge error raises the same exception type on both paths.
+PyObject* PythonExceptionType(ErrorKind kind) noexcept;
 
 // Thrown after a Python API call failed and already set the Python error;
 // the guard then keeps that error instead of replacing it.

@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include "devbridge/error.h"
+#include "dlpack/python_abi.h"
 #include "python/bindings.h"
 
 namespace py = pybind11;
@@ -11,18 +12,6 @@ namespace py = pybind11;
 namespace devbridge {
 namespace python {
 namespace {
-
-PyObject* ExceptionType(ErrorKind kind) {
-  switch (kind) {
-    case ErrorKind::kValue: return PyExc_ValueError;
-    case ErrorKind::kType: return PyExc_TypeError;
-    case ErrorKind::kBuffer: return PyExc_BufferError;
-    case ErrorKind::kMemory: return PyExc_MemoryError;
-    case ErrorKind::kNotImplemented: return PyExc_NotImplementedError;
-    case ErrorKind::kRuntime: break;
-  }
-  return PyExc_RuntimeError;
-}
 
 // devbridge and c10 errors become the matching Python built-in exception,
 // with c10's message but without its C++ backtrace. pybind11's own exception
@@ -33,11 +22,11 @@ void TranslateException(std::exception_ptr error) {
   } catch (const devbridge::Error&) {
     std::string message;
     const ErrorKind kind = DescribeCurrentException(&message);
-    PyErr_SetString(ExceptionType(kind), message.c_str());
+    PyErr_SetString(PythonExceptionType(kind), message.c_str());
   } catch (const c10::Error&) {
     std::string message;
     const ErrorKind kind = DescribeCurrentException(&message);
-    PyErr_SetString(ExceptionType(kind), message.c_str());
+    PyErr_SetString(PythonExceptionType(kind), message.c_str());
   }
 }
 

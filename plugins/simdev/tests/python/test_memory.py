@@ -1,29 +1,14 @@
 """The caching allocator's statistics, cache, and out-of-memory errors."""
 
-import os
-import subprocess
-import sys
-import textwrap
-
 import pytest
 import torch
+from simdev_subprocess import run_python  # a fresh process: the capacity is fixed per process
 
 torch_simdev = pytest.importorskip(
     "torch_simdev", reason="torch_simdev is not installed; build it with: pip install --no-build-isolation plugins/simdev"
 )
 
 MIB = 1 << 20
-
-
-def run_isolated(code: str, **env: str) -> subprocess.CompletedProcess:
-    """Run `code` in a fresh interpreter (the device capacity is fixed per process)."""
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_allocated_and_reserved_bytes():
@@ -85,7 +70,7 @@ def test_allocation_beyond_capacity_raises_out_of_memory():
 
 
 def test_out_of_memory_with_a_small_capacity():
-    result = run_isolated(
+    result = run_python(
         """
         import torch
         keep = [torch.empty(1 << 20, dtype=torch.uint8, device="simdev") for _ in range(3)]
@@ -105,7 +90,7 @@ def test_out_of_memory_with_a_small_capacity():
 
 
 def test_out_of_memory_releases_the_cache_and_retries():
-    result = run_isolated(
+    result = run_python(
         """
         import torch
         x = torch.empty(3 << 20, dtype=torch.uint8, device="simdev")

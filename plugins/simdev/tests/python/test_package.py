@@ -1,25 +1,13 @@
 """Packaging: autoload, the claim on PrivateUse1, and what native code needs."""
 
 import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
+from simdev_subprocess import run_python
 
 torch_simdev = pytest.importorskip(
     "torch_simdev", reason="torch_simdev is not installed; build it with: pip install --no-build-isolation plugins/simdev"
 )
-
-
-def run_python(code: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_autoload_through_the_torch_backends_entry_point():
