@@ -75,6 +75,7 @@ std::shared_ptr<Function> find_function(sdFunction_t handle) {
 struct ArgumentCopy {
   std::vector<std::max_align_t> storage;
   std::vector<size_t> offsets;  // in bytes
+  std::vector<size_t> sizes;    // the launch's arg_sizes, handed to every program
 
   ArgumentCopy(void** args, const size_t* arg_sizes, int num_args) {
     size_t total = 0;
@@ -84,6 +85,7 @@ struct ArgumentCopy {
                     "; args[i] must point at the argument's value");
       }
       offsets.push_back(total);
+      sizes.push_back(arg_sizes[i]);
       total += (arg_sizes[i] + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t) * sizeof(std::max_align_t);
     }
     storage.resize(total / sizeof(std::max_align_t));
@@ -183,7 +185,8 @@ SIMDEV_API sdError_t sdLaunchKernel(sdFunction_t function, uint32_t grid_x, uint
     const int device = s->device();
     s->enqueue({true, [f, arguments, where, device, grid_x, grid_y, grid_z]() -> std::string {
                   std::vector<void*> argv = arguments->pointers();
-                  sdKernelContext ctx{{0, 0, 0}, {grid_x, grid_y, grid_z}, device};
+                  sdKernelContext ctx{{0, 0, 0}, {grid_x, grid_y, grid_z}, device,
+                                      static_cast<int>(arguments->sizes.size()), arguments->sizes.data()};
                   for (uint32_t z = 0; z < grid_z; ++z) {
                     for (uint32_t y = 0; y < grid_y; ++y) {
                       for (uint32_t x = 0; x < grid_x; ++x) {

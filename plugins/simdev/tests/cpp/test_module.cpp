@@ -125,6 +125,25 @@ TEST_F(ModuleTest, ArgumentsAreCopiedAtLaunchAndKernelSeesItsDevice) {
   SD_ASSERT_OK(sdFree(out));
 }
 
+TEST_F(ModuleTest, KernelSeesTheLaunchsArgumentCountAndSizes) {
+  sdStream_t stream = default_stream(0);
+  int64_t* out = device_alloc<int64_t>(5);
+  uint8_t small = 7;
+  uint16_t half = 9;
+  double wide = 1.5;
+  void* args[] = {&out, &small, &half, &wide};
+  const size_t sizes[] = {sizeof(out), sizeof(small), sizeof(half), sizeof(wide)};
+  SD_ASSERT_OK(sdLaunchKernel(kernel("record_arg_sizes"), 1, 1, 1, args, sizes, 4, stream));
+  int64_t result[5] = {};
+  SD_ASSERT_OK(sdMemcpy(result, out, sizeof(result), sdMemcpyDeviceToHost, stream));
+  EXPECT_EQ(result[0], 4);
+  EXPECT_EQ(result[1], 8);
+  EXPECT_EQ(result[2], 1);
+  EXPECT_EQ(result[3], 2);
+  EXPECT_EQ(result[4], 8);
+  SD_ASSERT_OK(sdFree(out));
+}
+
 TEST_F(ModuleTest, FailingKernelStopsItsGridAndIsReported) {
   int32_t* executed = device_alloc<int32_t>(1);
   SD_ASSERT_OK(sdMemsetAsync(executed, 0, sizeof(int32_t), default_stream()));

@@ -74,7 +74,7 @@ extern "C" {
 
 /*! \brief Runtime API version: bumped on every change of this header. */
 #define SIMDEV_RUNTIME_VERSION_MAJOR 1
-#define SIMDEV_RUNTIME_VERSION_MINOR 0
+#define SIMDEV_RUNTIME_VERSION_MINOR 1
 
 /*! \brief Error codes. Values are stable; new codes get new numbers. */
 typedef enum {
@@ -130,11 +130,14 @@ typedef struct sdFunction_st* sdFunction_t; /*!< opaque; lives as long as its mo
  */
 typedef int (*sdHostFn_t)(void* user_data);
 
-/*! \brief What a kernel program sees: its program id and the grid. */
+/*! \brief What a kernel program sees: its program id, the grid and its arguments' sizes. */
 typedef struct {
   uint32_t program_id[3]; /*!< x, y, z of this program */
   uint32_t grid[3];       /*!< grid size in x, y, z */
   int device;             /*!< the device the kernel runs on */
+  /* Since 1.1: */
+  int num_args;             /*!< the num_args of the launch */
+  const size_t* arg_sizes;  /*!< the arg_sizes of the launch (num_args entries; valid during the call) */
 } sdKernelContext;
 
 /*!

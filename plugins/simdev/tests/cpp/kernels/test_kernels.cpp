@@ -48,3 +48,12 @@ TEST_KERNEL fail_at_program(const sdKernelContext* ctx, void** args) {
   ++*arg<int32_t*>(args, 0);
   return ctx->program_id[0] == arg<uint32_t>(args, 1) ? 42 : 0;
 }
+
+// Records what the context says of the arguments: out[0] = num_args, then each
+// arg_sizes[i]; args: int64_t* out, then any arguments (their sizes are logged).
+TEST_KERNEL record_arg_sizes(const sdKernelContext* ctx, void** args) {
+  auto* out = arg<int64_t*>(args, 0);
+  out[0] = ctx->num_args;
+  for (int i = 0; i < ctx->num_args; ++i) out[1 + i] = static_cast<int64_t>(ctx->arg_sizes[i]);
+  return 0;
+}
