@@ -1,0 +1,167 @@
+/*!
+ * \file devbridge/c_launch_api.h
+ * \brief devbridge's kernel-launch ABI: the signature descriptor of a compiled
+ *  kernel, its launch metadata, and the kernel-runtime adapter table a launch
+ *  goes through.
+ *
+ * One generic launcher serves every compiled Triton kernel on every plugin
+ * device: it is built once per kernel from the descriptor below (data, not
+ * generated code), packs the Python arguments into a `params` array exactly as
+ * the kernel's ABI lays them out, and hands the launch to a *kernel runtime*:
+ * the small table of functions below, one per kind of binary (CUDA cubins
+ * through a dlopen'ed libcuda.so.1, simdev's host-function kernels, ...).
+ * Nothing here includes torch, a vendor header or Python.
+ *
+ * The kernel-parameter ABI (what `params` holds, in order):
+ *  1. every non-constexpr argument of the kernel, tuples flattened and tensor
+ *     descriptors decomposed, each at its type's size (DevbridgeArgType);
+ *  2. always two trailing pointers: global scratch and profile scratch
+ *     (NULL when the metadata asks for 0 bytes).
+ *
+ * Errors: every function returns 0 on success and -1 on failure; the message
+ * is then available from the table's `get_last_error` on the same thread. No
+ * function throws. None needs the GIL.
+ *
+ * Versioning: as DevbridgeRuntimeAPI (c_runtime_api.h) — the header prefix
+ * never changes, a minor bump appends fields, a major bump changes layout.
+ */
+#ifndef DEVBRIDGE_C_LAUNCH_API_H_
+#define DEVBRIDGE_C_LAUNCH_API_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DEVBRIDGE_LAUNCH_API_MAJOR 1
+#define DEVBRIDGE_LAUNCH_API_MINOR 0
+
+/*! \brief Name of the PyCapsule carrying a `DevbridgeKernelRuntime*`. */
+#define DEVBRIDGE_KERNEL_RUNTIME_CAPSULE_NAME "devbridge_kernel_runtime"
+
+/*!
+ * \brief Type of one kernel parameter, after flattening. The value is what a
+ *  Triton signature string names; the comment gives the bytes the parameter
+ *  occupies in `params` (the kernel ABI's size, verified against PTX `.entry`
+ *  parameter lists: i1/u1 are `.u8`, fp16/bf16 are `.b8[2]`).
+ */
+typedef enum {
+  kDevbridgeArgPointer = 1, /*!< "*<dtype>": 8 bytes, a device address (or 0) */
+  kDevbridgeArgI1 = 2,      /*!< "i1": 1 byte, 0 or 1 */
+  kDevbridgeArgI8 = 3,      /*!< "i8": 1 byte */
+  kDevbridgeArgI16 = 4,     /*!< "i16": 2 bytes */
+  kDevbridgeArgI32 = 5,     /*!< "i32": 4 bytes */
+  kDevbridgeArgI64 = 6,     /*!< "i64": 8 bytes */
+  kDevbridgeArgU1 = 7,      /*!< "u1": 1 byte, 0 or 1 */
+  kDevbridgeArgU8 = 8,      /*!< "u8": 1 byte */
+  kDevbridgeArgU16 = 9,     /*!< "u16": 2 bytes */
+  kDevbridgeArgU32 = 10,    /*!< "u32": 4 bytes */
+  kDevbridgeArgU64 = 11,    /*!< "u64": 8 bytes */
+  kDevbridgeArgFP16 = 12,   /*!< "fp16": 2 bytes, IEEE binary16, rounded to nearest */
+  kDevbridgeArgBF16 = 13,   /*!< "bf16": 2 bytes, the upper half of the fp32 value (truncated, as Triton does) */
+  kDevbridgeArgFP32 = 14,   /*!< "fp32" (also "f32"): 4 bytes */
+  kDevbridgeArgFP64 = 15    /*!< "fp64": 8 bytes */
+} DevbridgeArgType;
+
+/*! \brief Flags of DevbridgeLaunchMetadata and DevbridgeLaunchConfig. */
+#define DEVBRIDGE_LAUNCH_COOPERATIVE 1u /*!< metadata.launch_cooperative_grid */
+#define DEVBRIDGE_LAUNCH_PDL 2u         /*!< metadata.launch_pdl (programmatic dependent launch) */
+
+/*!
+ * \brief What a compiled kernel's metadata says about launching it. Built once
+ *  per compiled kernel (Triton's `CompiledKernel.metadata`).
+ */
+typedef struct {
+  uint32_t num_warps;             /*!< threads per program = num_warps * warp_size */
+  uint32_t num_ctas;              /*!< programs per cluster along x (1: no cluster) */
+  uint32_t shared_bytes;          /*!< dynamic shared memory per program */
+  uint64_t global_scratch_size;   /*!< bytes of global scratch per program (0: none) */
+  uint32_t global_scratch_align;  /*!< alignment of the global scratch block, a power of two */
+  uint64_t profile_scratch_size;  /*!< bytes of profile scratch per program (0: none) */
+  uint32_t profile_scratch_align; /*!< alignment of the profile scratch block, a power of two */
+  uint32_t flags;                 /*!< DEVBRIDGE_LAUNCH_COOPERATIVE | DEVBRIDGE_LAUNCH_PDL */
+} DevbridgeLaunchMetadata;
+
+/*!
+ * \brief Signature descriptor of a compiled kernel: its flattened parameter
+ *  types (without the two scratch pointers, which every launch appends) and
+ *  its launch metadata.
+ */
+typedef struct {
+  uint32_t num_params;             /*!< entries of param_types */
+  const DevbridgeArgType* param_types;
+  DevbridgeLaunchMetadata metadata;
+} DevbridgeKernelSignature;
+
+/*! \brief One launch as a kernel runtime receives it. */
+typedef struct {
+  uint32_t grid[3];         /*!< programs in x, y, z; each >= 1 (empty grids never reach the runtime) */
+  uint32_t num_warps;       /*!< from the packed metadata of the call */
+  uint32_t num_ctas;        /*!< cluster size along x; the runtime multiplies grid[0] by it */
+  uint32_t shared_bytes;    /*!< dynamic shared memory per program */
+  uint32_t flags;           /*!< DEVBRIDGE_LAUNCH_COOPERATIVE | DEVBRIDGE_LAUNCH_PDL */
+  void* stream;             /*!< the native stream to enqueue on */
+  void** params;            /*!< num_params pointers, params[i] points at the i-th value */
+  const size_t* param_sizes;/*!< bytes of each value */
+  uint32_t num_params;      /*!< kernel parameters + the 2 scratch pointers */
+} DevbridgeLaunchConfig;
+
+/*! \brief What loading a binary gives back. */
+typedef struct {
+  void* module;        /*!< runtime-specific module handle (unload it with unload_module) */
+  void* function;      /*!< runtime-specific kernel handle, valid while the module is loaded */
+  int32_t num_regs;    /*!< registers per thread (0 where the runtime has none) */
+  int32_t num_spills;  /*!< spilled registers per thread */
+  int32_t max_threads; /*!< most threads per program the function accepts */
+} DevbridgeLoadedKernel;
+
+/*!
+ * \brief A kernel runtime: how one kind of binary is loaded and launched on
+ *  one device type. devbridge ships "cuda" (libcuda.so.1 opened at run time,
+ *  never linked) and "simdev" (the simdev runtime library opened at run time);
+ *  a plugin may hand in its own table as a PyCapsule named
+ *  DEVBRIDGE_KERNEL_RUNTIME_CAPSULE_NAME. Every function may be called from
+ *  any host thread; `self` is the table's own `self` field.
+ */
+typedef struct DevbridgeKernelRuntime {
+  uint32_t major; /*!< DEVBRIDGE_LAUNCH_API_MAJOR of the producer */
+  uint32_t minor; /*!< DEVBRIDGE_LAUNCH_API_MINOR of the producer */
+  size_t size;    /*!< sizeof(DevbridgeKernelRuntime) of the producer */
+  const char* name; /*!< "cuda", "simdev", ...: shown in error messages */
+  void* self;       /*!< passed back as the first argument of every function */
+  /*!
+   * \brief Load `image` (`image_size` bytes: a cubin, a shared library, ...)
+   *  on device `device_id` and look up the kernel `kernel_name`. When
+   *  `shared_bytes` exceeds the runtime's default dynamic shared memory limit
+   *  (48 KB on CUDA), raise the function's limit so launches with that much
+   *  succeed; fail, naming both numbers, when the device cannot.
+   */
+  int (*load)(void* self, int32_t device_id, const void* image, size_t image_size,
+              const char* kernel_name, uint32_t shared_bytes, DevbridgeLoadedKernel* out);
+  /*! \brief Unload a module from `load`. Launches already queued still run. */
+  int (*unload)(void* self, void* module);
+  /*!
+   * \brief Enqueue one launch of `function` (from `load` on `device_id`) on
+   *  `config->stream`. Returns once enqueued; never synchronizes. Reports only
+   *  errors of the enqueue itself (the kernel's own failures surface at the
+   *  stream's next synchronization, as the runtime defines).
+   */
+  int (*launch)(void* self, int32_t device_id, void* function, const DevbridgeLaunchConfig* config);
+  /*!
+   * \brief Optional (may be NULL): the device owning `address`, for pointer
+   *  arguments that come without a device (raw integers are trusted, as
+   *  Triton trusts them; objects with only `data_ptr()` are checked here).
+   *  *out_device_id = -1 when the address is host memory or unknown.
+   */
+  int (*pointer_device)(void* self, uint64_t address, int32_t* out_device_id);
+  /*! \brief The calling thread's last error of this runtime; never NULL. */
+  const char* (*get_last_error)(void* self);
+} DevbridgeKernelRuntime;
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif
+
+#endif  // DEVBRIDGE_C_LAUNCH_API_H_

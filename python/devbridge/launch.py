@@ -1,0 +1,133 @@
+"""devbridge's kernel launcher, the thin Python face (the work happens in _C).
+
+Three steps, the same for every device and kernel runtime:
+
+    runtime = launch.kernel_runtime("simdev", library=torch_simdev.runtime_library_path())
+    kernel = launch.load_binary(image, "add", device="simdev:0", runtime=runtime)
+    launcher = launch.launcher({"x": "*fp32", "n": "i32", "BLOCK": "constexpr"}, num_warps=4)
+    launcher(gx, gy, gz, stream, kernel.function, (4, 1, 0), None, None, None, x, n, 1024)
+
+`launcher` builds the launcher Triton drivers hand out (devbridge.triton.Launcher)
+from Triton signature strings; the call convention is Triton's own, so a
+Triton driver passes the launcher straight to Triton. See
+include/devbridge/c_launch_api.h for the ABI behind it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable, Mapping, NamedTuple
+
+from . import _C
+from ._runtime import _device
+
+Launcher = _C.Launcher
+
+#: DevbridgeArgType values (include/devbridge/c_launch_api.h), by Triton type string.
+ARG_TYPES = {
+    "i1": 2, "i8": 3, "i16": 4, "i32": 5, "i64": 6,
+    "u1": 7, "u8": 8, "u16": 9, "u32": 10, "u64": 11,
+    "fp16": 12, "bf16": 13, "fp32": 14, "f32": 14, "fp64": 15,
+}
+_POINTER = 1
+_TENSORDESC = re.compile(r"tensordesc<([^[>]*)\[([^]]*)\]")
+
+
+class LoadedBinary(NamedTuple):
+    """What load_binary returns; the first five fields are what Triton's
+    `utils.load_binary` returns (module, function, n_regs, n_spills, n_max_threads)."""
+
+    module: int
+    function: int
+    n_regs: int
+    n_spills: int
+    n_max_threads: int
+
+
+def kernel_runtime(name: str, *, library: str | None = None):
+    """A kernel runtime (PyCapsule "devbridge_kernel_runtime").
+
+    `name`: "cuda" (cubins; libcuda.so.1 opened on first use) or "simdev"
+    (shared libraries of host-function kernels; `library` is the simdev
+    runtime library, torch_simdev.runtime_library_path()).
+    """
+    if name == "cuda":
+        if library is not None:
+            raise ValueError("devbridge: the cuda kernel runtime takes no library (it opens libcuda.so.1)")
+        return _C.cuda_kernel_runtime()
+    if name == "simdev":
+        if not library:
+            raise ValueError("devbridge: the simdev kernel runtime needs library=<path of "
+                             "libsimdev_runtime.so> (torch_simdev.runtime_library_path())")
+        return _C.simdev_kernel_runtime(library)
+    raise ValueError(f"devbridge: unknown kernel runtime {name!r}; devbridge has 'cuda' and 'simdev', "
+                     "and a plugin may pass its own table as a 'devbridge_kernel_runtime' capsule")
+
+
+def load_binary(image: bytes, kernel_name: str, *, device=None, runtime, shared: int = 0) -> LoadedBinary:
+    """Load `image` on `device` (default: the current accelerator device) through
+    `runtime` and return the handles a launcher takes. `shared`: the kernel's
+    dynamic shared memory (metadata.shared); above 48 KB the CUDA runtime opts
+    the function in, or fails naming the device's limit."""
+    if not isinstance(image, (bytes, bytearray, memoryview)):
+        raise TypeError(f"devbridge: a kernel image must be bytes, got {type(image).__name__}")
+    kind, index = _device(device)
+    return LoadedBinary(*_C.load_kernel(runtime, kind, index, bytes(image), kernel_name, int(shared)))
+
+
+def unload(handle: int) -> None:
+    """Release a kernel from load_binary (module or function handle: the same).
+    Launches already enqueued still run; later launches with it are refused."""
+    if not _C.release_kernel(int(handle)):
+        raise ValueError(f"devbridge: no loaded kernel has handle {handle}")
+
+
+def _node(ty: Any, position: str, tensordesc_flags: int):
+    """One argument-plan node (src/launch/py_args.h) for a Triton signature entry."""
+    if isinstance(ty, tuple):
+        return tuple(_node(t, f"{position}[{i}]", tensordesc_flags) for i, t in enumerate(ty))
+    if not isinstance(ty, str):
+        raise TypeError(f"devbridge: signature entry {position} must be a Triton type string or a tuple, "
+                        f"got {ty!r}")
+    if ty == "constexpr":
+        return None
+    if ty.startswith("*"):
+        return _POINTER
+    if ty in ARG_TYPES:
+        return ARG_TYPES[ty]
+    match = _TENSORDESC.match(ty)
+    if match:
+        ndim = match.group(2).count(",") + 1
+        return ("tensordesc", ndim, tensordesc_flags)
+    if ty == "nvTmaDesc":
+        raise NotImplementedError(
+            f"devbridge: signature entry {position} is an nvTmaDesc (a host-built CUDA TMA descriptor); "
+            "devbridge's launcher does not take those: pass a triton.tools.tensor_descriptor."
+            "TensorDescriptor instead (compiled without TMA, it is decomposed into plain parameters)")
+    raise ValueError(f"devbridge: signature entry {position} has the unknown Triton type {ty!r}; known: "
+                     f"*<dtype>, {', '.join(sorted(ARG_TYPES))}, constexpr, tensordesc<...>, tuples")
+
+
+def plan(signature: Iterable[Any], *, tensordesc_flags: int = 2) -> tuple:
+    """The argument plan of a Triton signature (type strings in argument order)."""
+    return tuple(_node(ty, str(i), tensordesc_flags) for i, ty in enumerate(signature))
+
+
+def launcher(signature: Mapping[str, Any] | Iterable[Any], *, name: str = "kernel",
+             tensordesc_flags: int = 2, **metadata) -> Launcher:
+    """A Launcher from Triton type strings (a {name: type} mapping in argument
+    order, or a list) and launch metadata keywords (num_warps, num_ctas,
+    shared, global_scratch_size, global_scratch_align, profile_scratch_size,
+    profile_scratch_align, launch_cooperative_grid, launch_pdl).
+    `tensordesc_flags`: 2 for Triton 3.7+, 1 for Triton 3.6."""
+    if isinstance(signature, Mapping):
+        names, types = list(signature.keys()), list(signature.values())
+    else:
+        types = list(signature)
+        names = [f"arg{i}" for i in range(len(types))]
+    return Launcher._from_plan(name, plan(types, tensordesc_flags=tensordesc_flags),
+                               [str(n) for n in names], dict(metadata))
+
+
+__all__ = ["ARG_TYPES", "LoadedBinary", "Launcher", "kernel_runtime", "launcher", "load_binary", "plan",
+           "unload"]

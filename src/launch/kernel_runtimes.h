@@ -1,0 +1,35 @@
+// The kernel runtimes devbridge ships (adapters behind DevbridgeKernelRuntime,
+// include/devbridge/c_launch_api.h) and the C++ helpers to call any runtime.
+//
+// This part of src/launch/ needs neither torch nor Python: the adapters open
+// their vendor library at run time and speak only C ABIs.
+#pragma once
+
+#include <string>
+
+#include "devbridge/c_launch_api.h"
+
+namespace devbridge {
+namespace launch {
+
+// The CUDA driver-API runtime (cubins). libcuda.so.1 is opened on the first
+// call that needs it; a machine without it gets an error naming the library
+// from that call, never at import.
+const DevbridgeKernelRuntime* CudaKernelRuntime() noexcept;
+
+// The simdev runtime (shared libraries of host-function kernels) behind the
+// simdev library at `library_path` (torch_simdev.runtime_library_path()).
+// One table per path, alive for the process. Throws devbridge::Error
+// (kRuntime) when the library cannot be opened or lacks a function.
+const DevbridgeKernelRuntime* SimdevKernelRuntime(const std::string& library_path);
+
+// Throws devbridge::Error(kValue) naming what is wrong with a table handed in
+// from outside (NULL function, another major version, too small a size).
+void ValidateKernelRuntime(const DevbridgeKernelRuntime* runtime);
+
+// Runs a runtime function's status: on -1 throws devbridge::Error(kRuntime)
+// "<what> failed on the <name> kernel runtime: <its last error>".
+void CheckRuntimeStatus(const DevbridgeKernelRuntime& runtime, int status, const char* what);
+
+}  // namespace launch
+}  // namespace devbridge

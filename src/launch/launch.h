@@ -1,0 +1,40 @@
+// One launch of a loaded kernel: scratch memory, the submit hook, the kernel
+// runtime. Needs neither torch nor Python: everything the framework provides
+// comes through the DevbridgeRuntimeAPI table (c_runtime_api.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "devbridge/c_launch_api.h"
+#include "devbridge/c_runtime_api.h"
+#include "launch/loaded_kernels.h"
+
+namespace devbridge {
+namespace launch {
+
+struct LaunchRequest {
+  std::shared_ptr<const LoadedKernel> kernel;
+  uint32_t grid[3] = {1, 1, 1};
+  uint32_t num_warps = 1;
+  uint32_t num_ctas = 1;
+  uint32_t shared_bytes = 0;
+  void* stream = nullptr;
+  // params[num_params - 2] and params[num_params - 1] point at 8-byte slots
+  // that Launch fills with the global and profile scratch pointers.
+  void** params = nullptr;
+  const size_t* param_sizes = nullptr;
+  uint32_t num_params = 0;
+};
+
+// Enqueues `request` on its stream, or hands it to the device type's submit
+// hook. Scratch (metadata sizes > 0) comes from the framework allocator on
+// the launch stream, which must then be the device's current stream, and is
+// released once the launch is enqueued (the allocator's stream order keeps
+// it from being reused before the kernel ran). An empty grid does nothing.
+// Never synchronizes. Throws devbridge::Error.
+void Launch(const DevbridgeRuntimeAPI& framework, const DevbridgeLaunchMetadata& metadata,
+            const LaunchRequest& request);
+
+}  // namespace launch
+}  // namespace devbridge

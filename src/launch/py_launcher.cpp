@@ -1,0 +1,500 @@
+// devbridge._C.Launcher: the generic launcher object a Triton driver hands
+// out as `launcher_cls`, one per compiled kernel, called exactly as Triton
+// calls launchers (the same on Triton 3.6 and 3.7+):
+//
+//   launcher(gx, gy, gz, stream, function, packed_metadata, launch_metadata,
+//            enter_hook, exit_hook, *kernel_args)
+//
+// The call is a vectorcall with no Python frame of devbridge's own: parse
+// the grid, find the loaded kernel, run the enter hook (skipped when it is
+// None or an empty HookChain), pack the arguments into parameter slots, then
+// release the GIL for the launch itself (scratch, submit hook or kernel
+// runtime, src/launch/launch.cpp), then the exit hook.
+//
+// Construction takes Triton's (src, metadata): describing them is Python
+// (devbridge/triton/_describe.py, the one module that reads Triton objects),
+// the plan it returns is data parsed here once.
+#include "launch/py_launcher.h"
+
+#include <structmember.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "devbridge/error.h"
+#include "devbridge/runtime.h"
+#include "dlpack/python_abi.h"
+#include "launch/launch.h"
+#include "launch/py_args.h"
+
+namespace devbridge {
+namespace launch {
+namespace {
+
+constexpr Py_ssize_t kFixedArgs = 9;  // gx gy gz stream function packed launch_md enter exit
+constexpr uint32_t kStackSlots = 64;
+
+struct LauncherState {
+  std::string kernel_name;
+  std::vector<ArgNode> nodes;  // one per top-level kernel argument
+  std::vector<std::string> arg_names;
+  std::vector<DevbridgeArgType> param_types;  // flattened, without the scratch pair
+  std::vector<size_t> param_sizes;            // flattened + the 2 scratch pointers
+  DevbridgeLaunchMetadata metadata{};
+  // Caches, read and written with the GIL held.
+  uint64_t cached_function = 0;
+  uint64_t cached_generation = 0;
+  std::shared_ptr<const LoadedKernel> cached_kernel;
+  PyObject* cached_packed = nullptr;  // strong reference: identity stays meaningful
+  uint32_t warps = 1, ctas = 1, shared = 0;
+};
+
+struct PyLauncher {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  LauncherState* state;
+};
+
+PyObject* g_hook_chain_type = nullptr;  // triton.knobs.HookChain, once known
+
+PyObject* CallsName() {
+  static PyObject* name = PyUnicode_InternFromString("calls");
+  return name;
+}
+
+// True when `hook` must be called: not None and not an empty HookChain.
+bool HookIsLive(PyObject* hook) {
+  if (hook == Py_None) return false;
+  if (g_hook_chain_type == nullptr || reinterpret_cast<PyObject*>(Py_TYPE(hook)) != g_hook_chain_type) {
+    return true;
+  }
+  PyObject* calls = PyObject_GetAttr(hook, CallsName());
+  if (calls == nullptr) {
+    PyErr_Clear();
+    return true;
+  }
+  const bool live = !PyList_Check(calls) || PyList_GET_SIZE(calls) != 0;
+  Py_DECREF(calls);
+  return live;
+}
+
+bool CallHook(PyObject* hook, PyObject* launch_metadata) {
+  PyObject* result = PyObject_CallOneArg(hook, launch_metadata);
+  if (result == nullptr) return false;
+  Py_DECREF(result);
+  return true;
+}
+
+[[noreturn]] void Fail(ErrorKind kind, const std::string& message) { throw Error(kind, message); }
+
+uint32_t ParseGrid(PyObject* value, const char* axis, const LauncherState& state) {
+  const long long g = PyLong_Check(value) ? PyLong_AsLongLong(value) : -1;
+  if (!PyLong_Check(value) || (g == -1 && PyErr_Occurred())) {
+    PyErr_Clear();
+    Fail(ErrorKind::kType, "devbridge: grid " + std::string(axis) + " of kernel '" + state.kernel_name +
+                               "' must be an int, got " + Py_TYPE(value)->tp_name);
+  }
+  if (g < 0 || g > 0x7fffffffLL) {
+    Fail(ErrorKind::kValue, "devbridge: grid " + std::string(axis) + " of kernel '" + state.kernel_name +
+                                "' is " + std::to_string(g) + "; it must be in [0, 2**31 - 1]");
+  }
+  return static_cast<uint32_t>(g);
+}
+
+uint64_t ParseHandle(PyObject* value, const char* what, const LauncherState& state) {
+  if (value == Py_None) return 0;
+  const unsigned long long h = PyLong_Check(value) ? PyLong_AsUnsignedLongLong(value) : 0;
+  if (!PyLong_Check(value) || (h == static_cast<unsigned long long>(-1) && PyErr_Occurred())) {
+    PyErr_Clear();
+    Fail(ErrorKind::kType, std::string("devbridge: the ") + what + " passed to kernel '" + state.kernel_name +
+                               "' must be a non-negative int, got " + Py_TYPE(value)->tp_name);
+  }
+  return h;
+}
+
+const std::shared_ptr<const LoadedKernel>& FindLaunchKernel(LauncherState& state, uint64_t function) {
+  const uint64_t generation = KernelRegistryGeneration();
+  if (state.cached_kernel && function == state.cached_function && generation == state.cached_generation) {
+    return state.cached_kernel;
+  }
+  std::shared_ptr<const LoadedKernel> kernel = FindKernel(function);
+  if (!kernel) {
+    Fail(ErrorKind::kValue, "devbridge: function handle " + std::to_string(function) + " passed to kernel '" +
+                                state.kernel_name +
+                                "' is not a kernel loaded by devbridge (unloaded, or from another "
+                                "launcher); load the binary with the devbridge driver's utils.load_binary");
+  }
+  state.cached_kernel = std::move(kernel);
+  state.cached_function = function;
+  state.cached_generation = generation;
+  return state.cached_kernel;
+}
+
+void ParsePackedMetadata(LauncherState& state, PyObject* packed) {
+  if (packed == state.cached_packed) return;
+  if (!PyTuple_Check(packed) || PyTuple_GET_SIZE(packed) != 3) {
+    Fail(ErrorKind::kType, "devbridge: packed_metadata of kernel '" + state.kernel_name +
+                               "' must be the tuple (num_warps, num_ctas, shared) that the compiler's "
+                               "pack_metadata returns");
+  }
+  long values[3];
+  for (int i = 0; i < 3; ++i) {
+    values[i] = PyLong_AsLong(PyTuple_GET_ITEM(packed, i));
+    if ((values[i] == -1 && PyErr_Occurred()) || values[i] < 0 || values[i] > 0x7fffffffL) {
+      PyErr_Clear();
+      Fail(ErrorKind::kValue, "devbridge: packed_metadata of kernel '" + state.kernel_name +
+                                  "' must hold three non-negative ints (num_warps, num_ctas, shared)");
+    }
+  }
+  Py_INCREF(packed);
+  Py_XSETREF(state.cached_packed, packed);
+  state.warps = static_cast<uint32_t>(values[0] == 0 ? 1 : values[0]);
+  state.ctas = static_cast<uint32_t>(values[1] == 0 ? 1 : values[1]);
+  state.shared = static_cast<uint32_t>(values[2]);
+}
+
+PyObject* Call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  LauncherState& state = *reinterpret_cast<PyLauncher*>(self)->state;
+  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  try {
+    if (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0) {
+      Fail(ErrorKind::kType, "devbridge: a launcher takes positional arguments only");
+    }
+    const Py_ssize_t expected = kFixedArgs + static_cast<Py_ssize_t>(state.nodes.size());
+    if (nargs != expected) {
+      if (nargs < kFixedArgs) {
+        Fail(ErrorKind::kType, "devbridge: the launcher of kernel '" + state.kernel_name +
+                                   "' is called as (gx, gy, gz, stream, function, packed_metadata, "
+                                   "launch_metadata, enter_hook, exit_hook, *kernel_args); got " +
+                                   std::to_string(nargs) + " arguments");
+      }
+      std::string names;
+      for (const std::string& name : state.arg_names) names += (names.empty() ? "" : ", ") + name;
+      Fail(ErrorKind::kType, "devbridge: kernel '" + state.kernel_name + "' takes " +
+                                 std::to_string(state.nodes.size()) + " arguments (" + names + "), got " +
+                                 std::to_string(nargs - kFixedArgs));
+    }
+    LaunchRequest request;
+    request.grid[0] = ParseGrid(args[0], "x", state);
+    request.grid[1] = ParseGrid(args[1], "y", state);
+    request.grid[2] = ParseGrid(args[2], "z", state);
+    request.stream = reinterpret_cast<void*>(static_cast<uintptr_t>(ParseHandle(args[3], "stream", state)));
+    request.kernel = FindLaunchKernel(state, ParseHandle(args[4], "function handle", state));
+    ParsePackedMetadata(state, args[5]);
+    request.num_warps = state.warps;
+    request.num_ctas = state.ctas;
+    request.shared_bytes = state.shared;
+    PyObject* launch_metadata = args[6];
+    PyObject* exit_hook = args[8];
+    if (HookIsLive(args[7]) && !CallHook(args[7], launch_metadata)) return nullptr;
+
+    const uint32_t num_params = static_cast<uint32_t>(state.param_sizes.size());
+    uint64_t stack_slots[kStackSlots];
+    void* stack_params[kStackSlots];
+    std::vector<uint64_t> heap_slots;
+    std::vector<void*> heap_params;
+    uint64_t* slots = stack_slots;
+    void** params = stack_params;
+    if (num_params > kStackSlots) {
+      heap_slots.resize(num_params);
+      heap_params.resize(num_params);
+      slots = heap_slots.data();
+      params = heap_params.data();
+    }
+    PackContext pack;
+    pack.kernel = request.kernel.get();
+    pack.kernel_name = &state.kernel_name;
+    pack.arg_names = &state.arg_names;
+    pack.slots = slots;
+    for (size_t i = 0; i < state.nodes.size(); ++i) {
+      PackArgument(state.nodes[i], args[kFixedArgs + static_cast<Py_ssize_t>(i)], static_cast<int>(i), &pack);
+    }
+    for (uint32_t i = 0; i < num_params; ++i) params[i] = &slots[i];
+    request.params = params;
+    request.param_sizes = state.param_sizes.data();
+    request.num_params = num_params;
+
+    // The launch itself runs without the GIL (the kernel runtime may block
+    // on a full queue; a submit hook may hand off to another thread).
+    std::string error_message;
+    ErrorKind error_kind = ErrorKind::kRuntime;
+    bool failed = false;
+    Py_BEGIN_ALLOW_THREADS
+    try {
+      Launch(*RuntimeAPI(), state.metadata, request);
+    } catch (...) {
+      failed = true;
+      error_kind = DescribeCurrentException(&error_message);
+    }
+    Py_END_ALLOW_THREADS
+    if (failed) throw Error(error_kind, error_message);
+
+    if (HookIsLive(exit_hook) && !CallHook(exit_hook, launch_metadata)) return nullptr;
+    Py_RETURN_NONE;
+  } catch (const PythonErrorAlreadySet&) {
+    return nullptr;
+  } catch (...) {
+    RaiseCurrentExceptionInPython();
+    return nullptr;
+  }
+}
+
+// ---------------------------------------------------------------- construction
+
+std::vector<std::string> StringList(PyObject* sequence, const char* what) {
+  PyObject* fast = PySequence_Fast(sequence, what);
+  if (fast == nullptr) throw PythonErrorAlreadySet();
+  std::vector<std::string> out;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast); ++i) {
+    const char* text = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(fast, i));
+    if (text == nullptr) {
+      Py_DECREF(fast);
+      throw PythonErrorAlreadySet();
+    }
+    out.emplace_back(text);
+  }
+  Py_DECREF(fast);
+  return out;
+}
+
+uint64_t MetadataField(PyObject* metadata, const char* name, uint64_t fallback, bool required) {
+  PyObject* value = PyMapping_GetItemString(metadata, name);
+  if (value == nullptr) {
+    PyErr_Clear();
+    if (required) throw Error(ErrorKind::kValue, std::string("devbridge: launch metadata lacks '") + name + "'");
+    return fallback;
+  }
+  uint64_t result = 0;
+  if (PyBool_Check(value)) {
+    result = value == Py_True ? 1 : 0;
+  } else {
+    const long long v = PyLong_AsLongLong(value);
+    if ((v == -1 && PyErr_Occurred()) || v < 0) {
+      Py_DECREF(value);
+      PyErr_Clear();
+      throw Error(ErrorKind::kValue,
+                  std::string("devbridge: launch metadata '") + name + "' must be a non-negative int");
+    }
+    result = static_cast<uint64_t>(v);
+  }
+  Py_DECREF(value);
+  return result;
+}
+
+void CheckAlign(uint64_t align, const char* name) {
+  if (align == 0 || (align & (align - 1)) != 0 || align > (1u << 20)) {
+    throw Error(ErrorKind::kValue, std::string("devbridge: launch metadata '") + name +
+                                       "' must be a power of two up to 1 MiB, got " + std::to_string(align));
+  }
+}
+
+std::unique_ptr<LauncherState> BuildState(PyObject* name, PyObject* plan, PyObject* arg_names,
+                                          PyObject* metadata) {
+  auto state = std::make_unique<LauncherState>();
+  const char* kernel_name = PyUnicode_AsUTF8(name);
+  if (kernel_name == nullptr) throw PythonErrorAlreadySet();
+  state->kernel_name = kernel_name;
+  if (!PyTuple_Check(plan)) throw Error(ErrorKind::kType, "devbridge: the launcher plan must be a tuple");
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(plan); ++i) {
+    state->nodes.push_back(ParseArgNode(PyTuple_GET_ITEM(plan, i)));
+  }
+  state->arg_names = StringList(arg_names, "arg_names must be a sequence of str");
+  if (state->arg_names.size() != state->nodes.size()) {
+    throw Error(ErrorKind::kValue, "devbridge: the launcher plan has " + std::to_string(state->nodes.size()) +
+                                       " entries but " + std::to_string(state->arg_names.size()) + " names");
+  }
+  if (!PyMapping_Check(metadata)) throw Error(ErrorKind::kType, "devbridge: launch metadata must be a mapping");
+  DevbridgeLaunchMetadata& md = state->metadata;
+  md.num_warps = static_cast<uint32_t>(MetadataField(metadata, "num_warps", 4, false));
+  md.num_ctas = static_cast<uint32_t>(MetadataField(metadata, "num_ctas", 1, false));
+  md.shared_bytes = static_cast<uint32_t>(MetadataField(metadata, "shared", 0, false));
+  md.global_scratch_size = MetadataField(metadata, "global_scratch_size", 0, false);
+  md.global_scratch_align = static_cast<uint32_t>(MetadataField(metadata, "global_scratch_align", 1, false));
+  md.profile_scratch_size = MetadataField(metadata, "profile_scratch_size", 0, false);
+  md.profile_scratch_align = static_cast<uint32_t>(MetadataField(metadata, "profile_scratch_align", 1, false));
+  CheckAlign(md.global_scratch_align, "global_scratch_align");
+  CheckAlign(md.profile_scratch_align, "profile_scratch_align");
+  if (MetadataField(metadata, "launch_cooperative_grid", 0, false)) md.flags |= DEVBRIDGE_LAUNCH_COOPERATIVE;
+  if (MetadataField(metadata, "launch_pdl", 0, false)) md.flags |= DEVBRIDGE_LAUNCH_PDL;
+  state->warps = md.num_warps == 0 ? 1 : md.num_warps;
+  state->ctas = md.num_ctas == 0 ? 1 : md.num_ctas;
+  state->shared = md.shared_bytes;
+  for (const ArgNode& node : state->nodes) FlattenArgNode(node, &state->param_types);
+  for (DevbridgeArgType type : state->param_types) state->param_sizes.push_back(ArgTypeSize(type));
+  state->param_sizes.push_back(sizeof(void*));  // global scratch
+  state->param_sizes.push_back(sizeof(void*));  // profile scratch
+  return state;
+}
+
+PyObject* NewFromPlan(PyTypeObject* type, PyObject* name, PyObject* plan, PyObject* arg_names,
+                      PyObject* metadata) {
+  try {
+    std::unique_ptr<LauncherState> state = BuildState(name, plan, arg_names, metadata);
+    auto* self = reinterpret_cast<PyLauncher*>(type->tp_alloc(type, 0));
+    if (self == nullptr) return nullptr;
+    self->vectorcall = &Call;
+    self->state = state.release();
+    return reinterpret_cast<PyObject*>(self);
+  } catch (const PythonErrorAlreadySet&) {
+    return nullptr;
+  } catch (...) {
+    RaiseCurrentExceptionInPython();
+    return nullptr;
+  }
+}
+
+// Launcher(src, metadata): Triton's constructor. devbridge.triton._describe
+// turns Triton's objects into (name, plan, arg_names, metadata mapping).
+PyObject* New(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  PyObject* src = nullptr;
+  PyObject* metadata = nullptr;
+  static const char* keywords[] = {"src", "metadata", nullptr};
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:Launcher", const_cast<char**>(keywords), &src, &metadata)) {
+    return nullptr;
+  }
+  PyObject* module = PyImport_ImportModule("devbridge.triton._describe");
+  if (module == nullptr) return nullptr;
+  PyObject* described = PyObject_CallMethod(module, "describe", "OO", src, metadata);
+  Py_DECREF(module);
+  if (described == nullptr) return nullptr;
+  PyObject* result = nullptr;
+  if (!PyTuple_Check(described) || PyTuple_GET_SIZE(described) != 4) {
+    PyErr_SetString(PyExc_RuntimeError, "devbridge.triton._describe.describe must return 4 items");
+  } else {
+    result = NewFromPlan(type, PyTuple_GET_ITEM(described, 0), PyTuple_GET_ITEM(described, 1),
+                         PyTuple_GET_ITEM(described, 2), PyTuple_GET_ITEM(described, 3));
+  }
+  Py_DECREF(described);
+  return result;
+}
+
+PyObject* FromPlan(PyObject* cls, PyObject* args) {
+  PyObject *name, *plan, *arg_names, *metadata;
+  if (!PyArg_ParseTuple(args, "UOOO:_from_plan", &name, &plan, &arg_names, &metadata)) return nullptr;
+  return NewFromPlan(reinterpret_cast<PyTypeObject*>(cls), name, plan, arg_names, metadata);
+}
+
+void Dealloc(PyObject* self) {
+  auto* launcher = reinterpret_cast<PyLauncher*>(self);
+  if (launcher->state != nullptr) {
+    Py_XDECREF(launcher->state->cached_packed);
+    delete launcher->state;
+  }
+  PyTypeObject* type = Py_TYPE(self);
+  type->tp_free(self);
+  Py_DECREF(type);  // instances of heap types own a reference to their type
+}
+
+// ---------------------------------------------------------------- introspection
+
+PyObject* GetSignature(PyObject* self, void*) {
+  const LauncherState& state = *reinterpret_cast<PyLauncher*>(self)->state;
+  PyObject* result = PyTuple_New(static_cast<Py_ssize_t>(state.param_types.size()));
+  if (result == nullptr) return nullptr;
+  for (size_t i = 0; i < state.param_types.size(); ++i) {
+    const DevbridgeArgType t = state.param_types[i];
+    PyObject* name = PyUnicode_FromString(t == kDevbridgeArgPointer ? "*" : ArgTypeName(t));
+    if (name == nullptr) {
+      Py_DECREF(result);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(result, static_cast<Py_ssize_t>(i), name);
+  }
+  return result;
+}
+
+PyObject* GetParamSizes(PyObject* self, void*) {
+  const LauncherState& state = *reinterpret_cast<PyLauncher*>(self)->state;
+  PyObject* result = PyTuple_New(static_cast<Py_ssize_t>(state.param_sizes.size()));
+  if (result == nullptr) return nullptr;
+  for (size_t i = 0; i < state.param_sizes.size(); ++i) {
+    PyTuple_SET_ITEM(result, static_cast<Py_ssize_t>(i), PyLong_FromSize_t(state.param_sizes[i]));
+  }
+  return result;
+}
+
+PyObject* GetKernelName(PyObject* self, void*) {
+  return PyUnicode_FromString(reinterpret_cast<PyLauncher*>(self)->state->kernel_name.c_str());
+}
+
+PyObject* GetMetadata(PyObject* self, void*) {
+  const DevbridgeLaunchMetadata& md = reinterpret_cast<PyLauncher*>(self)->state->metadata;
+  return Py_BuildValue("{s:I,s:I,s:I,s:K,s:I,s:K,s:I,s:O,s:O}", "num_warps", md.num_warps, "num_ctas",
+                       md.num_ctas, "shared", md.shared_bytes, "global_scratch_size",
+                       static_cast<unsigned long long>(md.global_scratch_size), "global_scratch_align",
+                       md.global_scratch_align, "profile_scratch_size",
+                       static_cast<unsigned long long>(md.profile_scratch_size), "profile_scratch_align",
+                       md.profile_scratch_align, "launch_cooperative_grid",
+                       (md.flags & DEVBRIDGE_LAUNCH_COOPERATIVE) ? Py_True : Py_False, "launch_pdl",
+                       (md.flags & DEVBRIDGE_LAUNCH_PDL) ? Py_True : Py_False);
+}
+
+PyGetSetDef kGetSet[] = {
+    {"signature", &GetSignature, nullptr,
+     "Flattened parameter types without the two scratch pointers ('*' for pointers).", nullptr},
+    {"param_sizes", &GetParamSizes, nullptr,
+     "Bytes of every kernel parameter, the two trailing scratch pointers included.", nullptr},
+    {"kernel_name", &GetKernelName, nullptr, "The kernel's name.", nullptr},
+    {"metadata", &GetMetadata, nullptr, "The launch metadata the launcher was built with.", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+PyMethodDef kMethods[] = {
+    {"_from_plan", &FromPlan, METH_VARARGS | METH_CLASS,
+     "_from_plan(name, plan, arg_names, metadata): build from an argument plan (see "
+     "src/launch/py_args.h) and a metadata mapping."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyMemberDef kMembers[] = {
+    // Tells CPython where the vectorcall pointer lives (heap types, 3.9+).
+    {"__vectorcalloffset__", T_PYSSIZET, static_cast<Py_ssize_t>(offsetof(PyLauncher, vectorcall)), READONLY,
+     nullptr},
+    {nullptr, 0, 0, 0, nullptr},
+};
+
+const char kDoc[] =
+    "Launcher(src, metadata): devbridge's generic launcher for one compiled Triton kernel.\n\n"
+    "Called as Triton calls launchers: (gx, gy, gz, stream, function, packed_metadata,\n"
+    "launch_metadata, enter_hook, exit_hook, *kernel_args). `function` is a handle from the\n"
+    "devbridge driver's utils.load_binary; `stream` a native stream handle of the kernel's device.";
+
+PyType_Slot kSlots[] = {
+    {Py_tp_dealloc, reinterpret_cast<void*>(&Dealloc)},
+    {Py_tp_call, reinterpret_cast<void*>(&PyVectorcall_Call)},
+    {Py_tp_new, reinterpret_cast<void*>(&New)},
+    {Py_tp_getset, kGetSet},
+    {Py_tp_methods, kMethods},
+    {Py_tp_members, kMembers},
+    {Py_tp_doc, const_cast<char*>(kDoc)},
+    {0, nullptr},
+};
+
+PyType_Spec kSpec = {
+    "devbridge.triton.Launcher",
+    static_cast<int>(sizeof(PyLauncher)),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    kSlots,
+};
+
+PyTypeObject* g_launcher_type = nullptr;
+
+}  // namespace
+
+PyTypeObject* LauncherType() {
+  if (g_launcher_type == nullptr) {
+    g_launcher_type = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&kSpec));
+  }
+  return g_launcher_type;  // nullptr with a Python error set when creation failed
+}
+
+void SetHookChainType(PyObject* type) {
+  Py_XINCREF(type);
+  Py_XSETREF(g_hook_chain_type, type);
+}
+
+}  // namespace launch
+}  // namespace devbridge

@@ -1,0 +1,199 @@
+// The simdev kernel runtime: shared libraries of host-function kernels
+// (sdKernelFn_t) loaded and launched through simdev's C API, which is looked
+// up with dlsym in the simdev library the plugin itself loaded. devbridge
+// links no plugin library: simdev is one vendor among others here.
+//
+// A binary is the bytes of a shared library. simdev loads kernels from a path
+// (dlopen), so the bytes go into an anonymous memory file (memfd) whose
+// /proc/self/fd path is loaded; the file disappears with its last mapping.
+#include <dlfcn.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include "devbridge/error.h"
+#include "launch/adapter_error.h"
+#include "launch/kernel_runtimes.h"
+
+namespace devbridge {
+namespace launch {
+namespace {
+
+// simdev/runtime.h's functions and types, as devbridge uses them (the header
+// is the plugin's; its values are stable by its own rule).
+using sdError = int;
+constexpr sdError kSdSuccess = 0;
+constexpr sdError kSdErrorInvalidDevicePointer = 4;
+
+struct SimdevFunctions {
+  const char* (*sdGetLastErrorString)();
+  const char* (*sdGetErrorName)(sdError);
+  sdError (*sdModuleLoad)(void** out_module, const char* path);
+  sdError (*sdModuleUnload)(void* module);
+  sdError (*sdModuleGetFunction)(void** out_function, void* module, const char* name);
+  sdError (*sdLaunchKernel)(void* function, uint32_t gx, uint32_t gy, uint32_t gz, void** args,
+                            const size_t* arg_sizes, int num_args, void* stream);
+  sdError (*sdPointerGetDevice)(const void* pointer, int* out_device);
+};
+
+struct SimdevRuntime {
+  SimdevFunctions fn{};
+  std::string path;
+  DevbridgeKernelRuntime table{};
+};
+
+void Check(const SimdevRuntime& r, sdError status, const char* what) {
+  if (status == kSdSuccess) return;
+  throw std::runtime_error(std::string(what) + " failed: " + r.fn.sdGetErrorName(status) + ": " +
+                           r.fn.sdGetLastErrorString());
+}
+
+// Writes `image` into a sealed anonymous file and returns its fd.
+int MemoryFile(const void* image, size_t size) {
+  const int fd = memfd_create("devbridge-simdev-kernels", MFD_CLOEXEC);
+  if (fd < 0) throw std::runtime_error(std::string("memfd_create failed: ") + std::strerror(errno));
+  const auto* bytes = static_cast<const char*>(image);
+  size_t written = 0;
+  while (written < size) {
+    const ssize_t n = write(fd, bytes + written, size - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int saved = errno;
+      close(fd);
+      throw std::runtime_error(std::string("writing the kernel image failed: ") + std::strerror(saved));
+    }
+    written += static_cast<size_t>(n);
+  }
+  return fd;
+}
+
+int Load(void* self, int32_t device_id, const void* image, size_t image_size, const char* kernel_name,
+         uint32_t, DevbridgeLoadedKernel* out) {
+  return AdapterCall([&] {
+    const auto& r = *static_cast<const SimdevRuntime*>(self);
+    if (image == nullptr || image_size == 0) throw std::runtime_error("the kernel library image is empty");
+    if (kernel_name == nullptr || *kernel_name == '\0') throw std::runtime_error("no kernel name");
+    if (out == nullptr) throw std::runtime_error("out is NULL");
+    (void)device_id;  // simdev modules serve every device; launches name theirs
+    const int fd = MemoryFile(image, image_size);
+    const std::string path = "/proc/self/fd/" + std::to_string(fd);
+    void* module = nullptr;
+    const sdError loaded = r.fn.sdModuleLoad(&module, path.c_str());
+    close(fd);  // the mapping keeps the file alive
+    Check(r, loaded, "sdModuleLoad");
+    void* function = nullptr;
+    const sdError found = r.fn.sdModuleGetFunction(&function, module, kernel_name);
+    if (found != kSdSuccess) {
+      const std::string message = std::string("sdModuleGetFunction('") + kernel_name +
+                                  "') failed: " + r.fn.sdGetErrorName(found) + ": " +
+                                  r.fn.sdGetLastErrorString();
+      r.fn.sdModuleUnload(module);
+      throw std::runtime_error(message);
+    }
+    out->module = module;
+    out->function = function;
+    out->num_regs = 0;
+    out->num_spills = 0;
+    out->max_threads = 1 << 30;  // a program is one host call: no thread limit
+  });
+}
+
+int Unload(void* self, void* module) {
+  return AdapterCall([&] {
+    const auto& r = *static_cast<const SimdevRuntime*>(self);
+    Check(r, r.fn.sdModuleUnload(module), "sdModuleUnload");
+  });
+}
+
+int Launch(void* self, int32_t, void* function, const DevbridgeLaunchConfig* config) {
+  return AdapterCall([&] {
+    const auto& r = *static_cast<const SimdevRuntime*>(self);
+    // simdev programs are host calls: warps, clusters and shared memory do
+    // not apply; the grid is the program grid.
+    Check(r,
+          r.fn.sdLaunchKernel(function, config->grid[0], config->grid[1], config->grid[2], config->params,
+                              config->param_sizes, static_cast<int>(config->num_params), config->stream),
+          "sdLaunchKernel");
+  });
+}
+
+int PointerDevice(void* self, uint64_t address, int32_t* out_device_id) {
+  return AdapterCall([&] {
+    const auto& r = *static_cast<const SimdevRuntime*>(self);
+    int device = -1;
+    const sdError status = r.fn.sdPointerGetDevice(reinterpret_cast<const void*>(address), &device);
+    if (status == kSdErrorInvalidDevicePointer) {
+      *out_device_id = -1;
+      return;
+    }
+    Check(r, status, "sdPointerGetDevice");
+    *out_device_id = device;
+  });
+}
+
+const char* LastError(void*) { return AdapterLastError().c_str(); }
+
+template <class F>
+void Resolve(void* library, const std::string& path, const char* name, F*& out) {
+  out = reinterpret_cast<F*>(dlsym(library, name));
+  if (out == nullptr) {
+    throw Error(ErrorKind::kRuntime, "devbridge: '" + path + "' has no function " + name +
+                             "; pass the simdev runtime library (torch_simdev.runtime_library_path())");
+  }
+}
+
+std::unique_ptr<SimdevRuntime> OpenSimdev(const std::string& path) {
+  // RTLD_NOLOAD is not used: opening the same path the plugin loaded returns
+  // the plugin's own copy (one process-wide simdev state); opening it first
+  // here is also fine, the plugin then shares this copy.
+  void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) {
+    const char* why = dlerror();
+    throw Error(ErrorKind::kRuntime, "devbridge: cannot open the simdev runtime library '" + path +
+                             "': " + (why ? why : "unknown reason"));
+  }
+  auto runtime = std::make_unique<SimdevRuntime>();
+  runtime->path = path;
+  SimdevFunctions& f = runtime->fn;
+  Resolve(library, path, "sdGetLastErrorString", f.sdGetLastErrorString);
+  Resolve(library, path, "sdGetErrorName", f.sdGetErrorName);
+  Resolve(library, path, "sdModuleLoad", f.sdModuleLoad);
+  Resolve(library, path, "sdModuleUnload", f.sdModuleUnload);
+  Resolve(library, path, "sdModuleGetFunction", f.sdModuleGetFunction);
+  Resolve(library, path, "sdLaunchKernel", f.sdLaunchKernel);
+  Resolve(library, path, "sdPointerGetDevice", f.sdPointerGetDevice);
+  DevbridgeKernelRuntime& t = runtime->table;
+  t.major = DEVBRIDGE_LAUNCH_API_MAJOR;
+  t.minor = DEVBRIDGE_LAUNCH_API_MINOR;
+  t.size = sizeof(DevbridgeKernelRuntime);
+  t.name = "simdev";
+  t.self = runtime.get();
+  t.load = &Load;
+  t.unload = &Unload;
+  t.launch = &Launch;
+  t.pointer_device = &PointerDevice;
+  t.get_last_error = &LastError;
+  return runtime;
+}
+
+}  // namespace
+
+const DevbridgeKernelRuntime* SimdevKernelRuntime(const std::string& library_path) {
+  static std::mutex mutex;
+  // Never destroyed: launches may run during process exit.
+  static auto* runtimes = new std::map<std::string, std::unique_ptr<SimdevRuntime>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = runtimes->find(library_path);
+  if (it == runtimes->end()) it = runtimes->emplace(library_path, OpenSimdev(library_path)).first;
+  return &it->second->table;
+}
+
+}  // namespace launch
+}  // namespace devbridge

@@ -1,0 +1,90 @@
+// Bindings for the launcher: the Launcher type, kernel runtimes, loading and
+// releasing binaries.
+#include <ATen/dlpack.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <string>
+
+#include "devbridge/c_launch_api.h"
+#include "devbridge/dlpack_exchange.h"
+#include "devbridge/error.h"
+#include "launch/kernel_runtimes.h"
+#include "launch/loaded_kernels.h"
+#include "launch/py_launcher.h"
+#include "python/bindings.h"
+
+namespace py = pybind11;
+
+namespace devbridge {
+namespace python {
+namespace {
+
+py::capsule RuntimeCapsule(const DevbridgeKernelRuntime* runtime) {
+  return py::capsule(const_cast<DevbridgeKernelRuntime*>(runtime), DEVBRIDGE_KERNEL_RUNTIME_CAPSULE_NAME);
+}
+
+py::tuple LoadKernel(const py::capsule& runtime_capsule, const std::string& device_type, int index,
+                     const py::bytes& image, const std::string& name, uint32_t shared_bytes) {
+  auto* runtime = static_cast<const DevbridgeKernelRuntime*>(
+      CapsulePointer(runtime_capsule, DEVBRIDGE_KERNEL_RUNTIME_CAPSULE_NAME, "a kernel runtime"));
+  if (index < 0 || index > 127) {
+    throw Error(ErrorKind::kValue, "devbridge: device index " + std::to_string(index) + " is out of range");
+  }
+  const c10::Device device(ParseDeviceType(device_type), static_cast<c10::DeviceIndex>(index));
+  const DLDevice dl = ToDLDevice(device);
+  const std::string bytes = image;  // one copy; the runtime copies it again on load
+  uint64_t handle = 0;
+  {
+    py::gil_scoped_release release;  // module loads can take milliseconds
+    handle = launch::LoadKernel(runtime, dl.device_type, dl.device_id, device.str(), bytes.data(),
+                                bytes.size(), name, shared_bytes);
+  }
+  auto kernel = launch::FindKernel(handle);
+  return py::make_tuple(handle, handle, kernel->handles.num_regs, kernel->handles.num_spills,
+                        kernel->handles.max_threads);
+}
+
+py::tuple NativeHandles(uint64_t handle) {
+  auto kernel = launch::FindKernel(handle);
+  if (!kernel) throw Error(ErrorKind::kValue, "devbridge: no loaded kernel has handle " + std::to_string(handle));
+  return py::make_tuple(reinterpret_cast<uintptr_t>(kernel->handles.module),
+                        reinterpret_cast<uintptr_t>(kernel->handles.function));
+}
+
+}  // namespace
+
+void BindLaunch(py::module_& m) {
+  PyTypeObject* type = launch::LauncherType();
+  if (type == nullptr) throw py::error_already_set();
+  Py_INCREF(type);
+  if (PyModule_AddObject(m.ptr(), "Launcher", reinterpret_cast<PyObject*>(type)) != 0) {
+    Py_DECREF(type);
+    throw py::error_already_set();
+  }
+  m.attr("LAUNCH_API_VERSION") = py::make_tuple(DEVBRIDGE_LAUNCH_API_MAJOR, DEVBRIDGE_LAUNCH_API_MINOR);
+  m.def("_set_hook_chain_type", [](const py::object& t) { launch::SetHookChainType(t.is_none() ? nullptr : t.ptr()); });
+  m.def("cuda_kernel_runtime", [] { return RuntimeCapsule(launch::CudaKernelRuntime()); },
+        "The CUDA kernel runtime (libcuda.so.1 opened on first use).");
+  m.def(
+      "simdev_kernel_runtime",
+      [](const std::string& library) { return RuntimeCapsule(launch::SimdevKernelRuntime(library)); },
+      py::arg("library"), "The simdev kernel runtime behind the simdev library at `library`.");
+  m.def(
+      "validate_kernel_runtime",
+      [](const py::capsule& capsule) {
+        launch::ValidateKernelRuntime(static_cast<const DevbridgeKernelRuntime*>(
+            CapsulePointer(capsule, DEVBRIDGE_KERNEL_RUNTIME_CAPSULE_NAME, "a kernel runtime")));
+        return std::string(static_cast<const DevbridgeKernelRuntime*>(
+                               CapsulePointer(capsule, DEVBRIDGE_KERNEL_RUNTIME_CAPSULE_NAME, "a kernel runtime"))
+                               ->name);
+      },
+      py::arg("capsule"));
+  m.def("load_kernel", &LoadKernel, py::arg("runtime"), py::arg("device_type"), py::arg("index"),
+        py::arg("image"), py::arg("name"), py::arg("shared"));
+  m.def("release_kernel", [](uint64_t handle) { return launch::ReleaseKernel(handle); }, py::arg("handle"));
+  m.def("kernel_native_handles", &NativeHandles, py::arg("handle"));
+}
+
+}  // namespace python
+}  // namespace devbridge
