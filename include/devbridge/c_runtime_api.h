@@ -43,11 +43,21 @@ typedef struct {
 } DevbridgeRuntimeAPIHeader;
 
 /*!
- * \brief Optional submission hook (slot reserved for plugins with a host task
- *  queue, e.g. torch_npu's style). When set, a launcher hands it the launch as
- *  a closure instead of calling the kernel runtime directly.
- *  \param run executes the launch on `stream`; returns 0 or -1.
- *  \param ctx opaque to the hook, passed back to run.
+ * \brief Optional submission hook for plugins with a host task queue
+ *  (torch_npu's style). When one is registered for a device type, devbridge's
+ *  launcher hands every launch on it to the hook as a closure instead of
+ *  calling the kernel runtime directly.
+ *
+ *  Contract: returning 0 means the hook took the closure and will call
+ *  `run(ctx, stream)` exactly once, on any thread, at the point of its queue
+ *  where the launch belongs (`stream` is the one it was given, or the native
+ *  stream the queue maps it to). `run` enqueues the kernel and frees `ctx`
+ *  (parameter copies, scratch memory); it returns 0, or -1 when the kernel
+ *  runtime refused the launch (the hook reports that as its queue reports
+ *  errors). Returning -1 means the hook did not take the closure and never
+ *  calls `run`: the launcher frees `ctx` and raises.
+ *  \param device_type, device_id the DLPack device of the launch.
+ *  \param run executes the launch; \param ctx is opaque to the hook.
  */
 typedef int (*DevbridgeSubmitFn)(int32_t device_type, int32_t device_id, void* stream,
                                  int (*run)(void* ctx, void* stream), void* ctx);

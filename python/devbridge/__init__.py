@@ -5,6 +5,8 @@ The package is a thin front over the C++ core in devbridge._C:
   exchange_api() / torch_exchange_api()        devbridge's and PyTorch's tables (capsules)
   runtime_api()                                devbridge's runtime table (capsule)
   register_stream_resolver()                   native stream handles for older plugins
+  register_submit_hook()                       hand launches to a plugin's task queue
+  launch / triton                              the generic kernel launcher (submodules)
   current_stream() / device_count() / plugin_name()
 """
 
@@ -34,6 +36,7 @@ from ._runtime import (  # noqa: E402
     device_count,
     plugin_name,
     register_stream_resolver,
+    register_submit_hook,
     runtime_api,
     unregister_stream_resolver,
 )
@@ -56,6 +59,7 @@ __all__ = [
     "is_installed",
     "plugin_name",
     "register_stream_resolver",
+    "register_submit_hook",
     "runtime_api",
     "torch_exchange_api",
     "uninstall",

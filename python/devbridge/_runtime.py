@@ -56,6 +56,20 @@ def unregister_stream_resolver(device_type="privateuseone") -> None:
     _C._unregister_stream_resolver(_device_type(device_type))
 
 
+def register_submit_hook(hook, device_type="privateuseone") -> None:
+    """Hand devbridge's launches for `device_type` to a plugin's task queue.
+
+    `hook` is a PyCapsule named "devbridge_submit_hook" holding a C
+    `DevbridgeSubmitFn` (include/devbridge/c_runtime_api.h), or None to launch
+    directly again. From then on every launch on that device type is handed to
+    the hook as a closure, which the hook runs exactly once, on any thread.
+    """
+    if hook is not None and type(hook).__name__ != "PyCapsule":
+        raise TypeError("devbridge: a submit hook must be a PyCapsule named 'devbridge_submit_hook' "
+                        f"holding a DevbridgeSubmitFn, or None; got {type(hook).__name__}")
+    _C._register_submit_hook(hook, _device_type(device_type))
+
+
 def current_stream(device=None) -> int:
     """Native handle of the current stream of `device` (0 for CPU).
 

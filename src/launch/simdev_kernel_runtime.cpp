@@ -4,13 +4,15 @@
 // links no plugin library: simdev is one vendor among others here.
 //
 // A binary is the bytes of a shared library. simdev loads kernels from a path
-// (dlopen), so the bytes go into an anonymous memory file (memfd) whose
-// /proc/self/fd path is loaded; the file disappears with its last mapping.
+// (dlopen), so the bytes go to a temporary file that is removed right after
+// the load (the mapping keeps its contents).
 #include <dlfcn.h>
-#include <sys/mman.h>
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -55,10 +57,17 @@ void Check(const SimdevRuntime& r, sdError status, const char* what) {
                            r.fn.sdGetLastErrorString());
 }
 
-// Writes `image` into a sealed anonymous file and returns its fd.
-int MemoryFile(const void* image, size_t size) {
-  const int fd = memfd_create("devbridge-simdev-kernels", MFD_CLOEXEC);
-  if (fd < 0) throw std::runtime_error(std::string("memfd_create failed: ") + std::strerror(errno));
+// Writes `image` to a file of its own and returns the path. The name is
+// unique in the process (pid + counter): the dynamic loader returns an
+// already loaded library for a name it has seen, so names must never repeat
+// (a /proc/self/fd path of a memfd would, once the fd number is reused).
+std::string WriteImage(const void* image, size_t size) {
+  static std::atomic<uint64_t> counter{0};
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/devbridge-simdev-kernels-" +
+                           std::to_string(getpid()) + "-" + std::to_string(counter.fetch_add(1)) + ".so";
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) throw std::runtime_error("cannot create " + path + ": " + std::strerror(errno));
   const auto* bytes = static_cast<const char*>(image);
   size_t written = 0;
   while (written < size) {
@@ -67,11 +76,13 @@ int MemoryFile(const void* image, size_t size) {
     if (n <= 0) {
       const int saved = errno;
       close(fd);
-      throw std::runtime_error(std::string("writing the kernel image failed: ") + std::strerror(saved));
+      unlink(path.c_str());
+      throw std::runtime_error("writing the kernel image to " + path + " failed: " + std::strerror(saved));
     }
     written += static_cast<size_t>(n);
   }
-  return fd;
+  close(fd);
+  return path;
 }
 
 int Load(void* self, int32_t device_id, const void* image, size_t image_size, const char* kernel_name,
@@ -82,11 +93,10 @@ int Load(void* self, int32_t device_id, const void* image, size_t image_size, co
     if (kernel_name == nullptr || *kernel_name == '\0') throw std::runtime_error("no kernel name");
     if (out == nullptr) throw std::runtime_error("out is NULL");
     (void)device_id;  // simdev modules serve every device; launches name theirs
-    const int fd = MemoryFile(image, image_size);
-    const std::string path = "/proc/self/fd/" + std::to_string(fd);
+    const std::string path = WriteImage(image, image_size);
     void* module = nullptr;
     const sdError loaded = r.fn.sdModuleLoad(&module, path.c_str());
-    close(fd);  // the mapping keeps the file alive
+    unlink(path.c_str());  // the mapping keeps the file's contents alive
     Check(r, loaded, "sdModuleLoad");
     void* function = nullptr;
     const sdError found = r.fn.sdModuleGetFunction(&function, module, kernel_name);
