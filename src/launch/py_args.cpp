@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "devbridge/error.h"
@@ -159,6 +160,12 @@ uint64_t ExtractPointer(PyObject* value, int position, const std::string& path, 
 
 // ---------------------------------------------------------------- scalars
 
+// "is an i32", "is a u8", "is a bf16"
+std::string IsA(DevbridgeArgType type) {
+  const char* name = ArgTypeName(type);
+  return std::string(name[0] == 'i' || name[0] == 'f' ? "is an " : "is a ") + name;
+}
+
 template <class T>
 void Store(PackContext* ctx, T value) {
   uint64_t slot = 0;
@@ -169,14 +176,14 @@ void Store(PackContext* ctx, T value) {
 [[noreturn]] void FailNotInteger(const PackContext& ctx, int position, const std::string& path,
                                  DevbridgeArgType type, PyObject* value) {
   Fail(ErrorKind::kType, ctx, position, path,
-       std::string("is an ") + ArgTypeName(type) + " parameter; pass an int, got " +
+       IsA(type) + " parameter; pass an int, got " +
            Py_TYPE(value)->tp_name + " " + Repr(value));
 }
 
 [[noreturn]] void FailRange(const PackContext& ctx, int position, const std::string& path,
                             DevbridgeArgType type, PyObject* value, const char* range) {
   Fail(ErrorKind::kValue, ctx, position, path,
-       std::string("is an ") + ArgTypeName(type) + " parameter, and " + Repr(value) +
+       IsA(type) + " parameter, and " + Repr(value) +
            " is outside its range " + range);
 }
 
@@ -228,12 +235,31 @@ double AsDouble(PyObject* value, DevbridgeArgType type, int position, const std:
   if (PyFloat_CheckExact(value)) return PyFloat_AS_DOUBLE(value);
   const double v = PyFloat_AsDouble(value);
   if (v == -1.0 && PyErr_Occurred()) {
+    const bool overflow = PyErr_ExceptionMatches(PyExc_OverflowError);
     PyErr_Clear();
+    if (overflow) {
+      Fail(ErrorKind::kValue, ctx, position, path,
+           IsA(type) + " parameter, and " + Repr(value) + " is outside the range of a float");
+    }
     Fail(ErrorKind::kType, ctx, position, path,
-         std::string("is an ") + ArgTypeName(type) + " parameter; pass a float, got " +
-             Py_TYPE(value)->tp_name + " " + Repr(value));
+         IsA(type) + " parameter; pass a float, got " + Py_TYPE(value)->tp_name + " " + Repr(value));
   }
   return v;
+}
+
+// A double as float: finite values beyond float's range are refused (the
+// conversion would be undefined behaviour, and a silent inf hides the bug);
+// NaN and +-inf stay what they are.
+float AsFloat(PyObject* value, DevbridgeArgType type, int position, const std::string& path,
+              const PackContext& ctx) {
+  const double v = AsDouble(value, type, position, path, ctx);
+  if (std::isfinite(v) && std::fabs(v) > static_cast<double>(std::numeric_limits<float>::max())) {
+    Fail(ErrorKind::kValue, ctx, position, path,
+         IsA(type) + " parameter, and " + Repr(value) +
+             " is too large for it (finite values up to 3.4e38); pass a smaller value, float('inf'), "
+             "or declare the parameter fp64");
+  }
+  return static_cast<float>(v);
 }
 
 void PackValue(DevbridgeArgType type, PyObject* value, int position, const std::string& path,
@@ -287,14 +313,14 @@ void PackValue(DevbridgeArgType type, PyObject* value, int position, const std::
     }
     case kDevbridgeArgBF16: {
       // The upper half of the fp32 bits, truncated: what Triton passes.
-      const float f = static_cast<float>(AsDouble(value, type, position, path, *ctx));
+      const float f = AsFloat(value, type, position, path, *ctx);
       uint32_t bits = 0;
       std::memcpy(&bits, &f, 4);
       Store<uint16_t>(ctx, static_cast<uint16_t>(bits >> 16));
       return;
     }
     case kDevbridgeArgFP32:
-      Store<float>(ctx, static_cast<float>(AsDouble(value, type, position, path, *ctx)));
+      Store<float>(ctx, AsFloat(value, type, position, path, *ctx));
       return;
     case kDevbridgeArgFP64:
       Store<double>(ctx, AsDouble(value, type, position, path, *ctx));

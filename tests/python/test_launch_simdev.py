@@ -501,10 +501,13 @@ def test_the_wrong_number_of_arguments_lists_the_kernels_parameters(add_call):
 
 
 @pytest.mark.parametrize("scalar_type, value, message", [
-    ("u8", 256, r"is an u8 parameter, and 256 is outside its range \[0, 255\]"),
-    ("u8", -1, r"is an u8 parameter, and -1 is outside its range \[0, 255\]"),
+    ("u8", 256, r"is a u8 parameter, and 256 is outside its range \[0, 255\]"),
+    ("u8", -1, r"is a u8 parameter, and -1 is outside its range \[0, 255\]"),
     ("i8", -129, r"is an i8 parameter, and -129 is outside its range \[-128, 127\]"),
-    ("u64", 2**64, r"is an u64 parameter, and 18446744073709551616 is outside its range"),
+    ("u64", 2**64, r"is a u64 parameter, and 18446744073709551616 is outside its range"),
+    ("fp32", 1e39, r"is an fp32 parameter, and 1e\+39 is too large for it"),
+    ("bf16", -1e39, r"is a bf16 parameter, and -1e\+39 is too large for it"),
+    ("fp64", 10**400, r"is an fp64 parameter, and 1000.* is outside the range of a float"),
     ("i1", 2, r"is an i1 parameter, and 2 is outside its range \{0, 1\} \(or a bool\)"),
     ("fp16", 1e6, r"is an fp16 parameter, and 1000000.0 is too large for fp16"),
     ("fp16", "x", r"is an fp16 parameter; pass a float, got str"),
