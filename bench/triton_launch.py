@@ -261,7 +261,8 @@ def sync() -> None:
     """Waits for all work on the GPU: torch.cuda's streams and cudadev's
     (cudaDeviceSynchronize covers every stream of the device)."""
     torch.cuda.synchronize(CUDA_DEVICE)
-    torch.accelerator.synchronize(torch.device(PLUGIN_DEVICE).index)
+    if torch._C._get_privateuse1_backend_name() == PLUGIN_DEVICE.split(":")[0]:
+        torch.accelerator.synchronize(torch.device(PLUGIN_DEVICE).index)
 
 
 def python_batch(function: Callable, args: tuple) -> Callable[[int], float]:
@@ -323,109 +324,144 @@ def checked(out: torch.Tensor, expected: torch.Tensor, launch_once: Callable[[],
     return check
 
 
-def setup_case(count: int, stack: dict, harness: ctypes.CDLL | None, harness_problem: str | None,
-               cubin_dir: pathlib.Path) -> Case:
-    """Compile the kernel once with the JIT and build every path's batch timer."""
+def compile_case(count: int, with_plugin: bool = True) -> Case:
+    """Tensors on torch.cuda (and cudadev), and the kernel compiled once by the JIT."""
     kernel = KERNELS[count]
     cuda_tensors, expected = make_tensors(count, f"cuda:{CUDA_DEVICE}")
-    plugin_tensors, _ = make_tensors(count, PLUGIN_DEVICE)
+    plugin_tensors = make_tensors(count, PLUGIN_DEVICE)[0] if with_plugin else []
     compiled = kernel.warmup(*kernel_args(cuda_tensors), grid=GRID)
     case = Case(count, kernel, compiled, cuda_tensors, plugin_tensors, expected)
-    ck = compiled
-    signature = ck.src.signature
-    cuda_stream = torch.cuda.current_stream(CUDA_DEVICE).cuda_stream
-    enter, exit_ = empty_hooks()
-    packed = ck.packed_metadata
-    num_warps, shared, name = ck.metadata.num_warps, ck.metadata.shared, ck.metadata.name
-    cubin = ck.asm["cubin"]
-    case.info.update(kernel=name, signature=dict(signature), packed_metadata=list(packed), cubin_bytes=len(cubin))
+    md = compiled.metadata
+    case.info.update(kernel=md.name, signature=dict(compiled.src.signature),
+                     packed_metadata=list(compiled.packed_metadata), cubin_bytes=len(compiled.asm["cubin"]))
+    return case
 
-    # (a) devbridge: the same cubin loaded on cudadev:0.
-    launch, devbridge = stack["launch"], stack["devbridge"]
+
+def add_devbridge_path(case: Case, stack: dict) -> int:
+    """(a): the same cubin loaded on cudadev:0 through devbridge's CUDA kernel
+    runtime, devbridge.triton.Launcher called as Triton calls launchers.
+    Returns devbridge's handle of the loaded kernel."""
+    ck = case.compiled
+    md = ck.metadata
     start = time.perf_counter_ns()
-    loaded = launch.load_binary(cubin, name, device=PLUGIN_DEVICE, runtime=stack["runtime"], shared=shared)
+    loaded = stack["launch"].load_binary(ck.asm["cubin"], md.name, device=PLUGIN_DEVICE, runtime=stack["runtime"],
+                                         shared=md.shared)  # fmt: skip
     load_ns = time.perf_counter_ns() - start
-    plugin_stream = devbridge.current_stream(PLUGIN_DEVICE)
-    args_a = (*GRID, 1, 1, plugin_stream, loaded.function, packed, None, enter, exit_,
-              *kernel_args(plugin_tensors))  # fmt: skip
+    enter, exit_ = empty_hooks()
+    plugin_stream = stack["devbridge"].current_stream(PLUGIN_DEVICE)
+    args = (*GRID, 1, 1, plugin_stream, loaded.function, ck.packed_metadata, None, enter, exit_,
+            *kernel_args(case.plugin_tensors))  # fmt: skip
     start = time.perf_counter_ns()
-    launcher_a = stack["Launcher"](ck.src, ck.metadata)
+    launcher = stack["Launcher"](ck.src, md)
     built_ns = time.perf_counter_ns() - start
-    launcher_a(*args_a)
+    launcher(*args)
     first_ns = time.perf_counter_ns() - start - built_ns
     case.info.update(devbridge_module_load_ms=load_ns / 1e6, devbridge_in_process_construct_ms=built_ns / 1e6,
                      devbridge_in_process_first_call_ms=first_ns / 1e6)  # fmt: skip
-    case.batches["a"] = python_batch(launcher_a, args_a)
-    case.checks["a"] = checked(plugin_tensors[-1], expected, lambda: launcher_a(*args_a), PATHS["a"])
+    case.batches["a"] = python_batch(launcher, args)
+    case.checks["a"] = checked(case.plugin_tensors[-1], case.expected, lambda: launcher(*args), PATHS["a"])
     case.keep_alive.append(loaded)
+    return loaded.function
 
-    # (b) Triton's own launcher: first access to ck.run loads the module and builds it.
-    launcher_b = ck.run
-    args_b = (*GRID, 1, 1, cuda_stream, ck.function, packed, None, enter, exit_, *kernel_args(cuda_tensors))
-    case.batches["b"] = python_batch(launcher_b, args_b)
-    case.checks["b"] = checked(cuda_tensors[-1], expected, lambda: launcher_b(*args_b), PATHS["b"])
 
+def add_triton_paths(case: Case) -> None:
+    """(b) and (b+md): Triton's own launcher on torch.cuda tensors. The first
+    access to ck.run builds the launcher and loads the module."""
+    ck = case.compiled
+    cuda_stream = torch.cuda.current_stream(CUDA_DEVICE).cuda_stream
+    enter, exit_ = empty_hooks()
+    launcher = ck.run
+    call_args = kernel_args(case.cuda_tensors)
+    args = (*GRID, 1, 1, cuda_stream, ck.function, ck.packed_metadata, None, enter, exit_, *call_args)
+    case.batches["b"] = python_batch(launcher, args)
+    case.checks["b"] = checked(case.cuda_tensors[-1], case.expected, lambda: launcher(*args), PATHS["b"])
     jit_enter, jit_exit = jit_hooks()
-    call_args = kernel_args(cuda_tensors)
 
     def run_with_metadata() -> None:  # CompiledKernel.run as JITFunction.run calls it after binding
         ck.run(GRID[0], 1, 1, cuda_stream, ck.function, ck.packed_metadata,
                ck.launch_metadata(GRID, cuda_stream, *call_args), jit_enter, jit_exit, *call_args)  # fmt: skip
 
     case.batches["b_md"] = python_batch(run_with_metadata, ())
-    case.checks["b_md"] = checked(cuda_tensors[-1], expected, run_with_metadata, PATHS["b_md"])
+    case.checks["b_md"] = checked(case.cuda_tensors[-1], case.expected, run_with_metadata, PATHS["b_md"])
 
-    # (c) PyTorch's static launcher (Inductor's), its own load of the same cubin.
+
+def add_static_paths(case: Case, cubin_dir: pathlib.Path) -> None:
+    """(c) and (c int): PyTorch's static launcher (Inductor's), with its own
+    load of the same cubin, on torch.cuda tensors or their int addresses."""
     static = getattr(torch._C, "_StaticCudaLauncher", None)
     if static is None:
-        reason = f"torch {torch.__version__} has no torch._C._StaticCudaLauncher"
-        case.skipped["c"] = case.skipped["c_int"] = reason
-    else:
-        try:
-            cubin_path = cubin_dir / f"{name}_{count}.cubin"
-            cubin_path.write_bytes(cubin)
-            handles = static._load_kernel(str(cubin_path), name, shared, CUDA_DEVICE)
-            # torch 2.11: (function, n_regs, n_spills); 2.13: (module, function, n_regs, n_spills)
-            function_c = handles[1] if len(handles) == 4 else handles[0]
-            arg_types = static_arg_types(signature)
-            values = [value for _, value in runtime_args(signature, call_args)]
-            args_c = (function_c, *GRID, 1, 1, num_warps, shared, arg_types, (*values, None, None), cuda_stream)
-            ints = tuple(pointer_value(v) if isinstance(v, torch.Tensor) else v for v in values)
-            args_c_int = (*args_c[:7], (*ints, None, None), cuda_stream)
-            case.info["static_arg_types"] = arg_types
-            for key, args in (("c", args_c), ("c_int", args_c_int)):
-                case.batches[key] = python_batch(static._launch_kernel, args)
-                case.checks[key] = checked(cuda_tensors[-1], expected,
-                                           lambda args=args: static._launch_kernel(*args), PATHS[key])  # fmt: skip
-        except Exception as error:  # reported as a skipped row, not fatal
-            case.skipped["c"] = case.skipped["c_int"] = f"_StaticCudaLauncher failed: {error!r}"
+        case.skipped["c"] = case.skipped["c_int"] = f"torch {torch.__version__} has no torch._C._StaticCudaLauncher"
+        return
+    ck = case.compiled
+    md = ck.metadata
+    signature = ck.src.signature
+    try:
+        cubin_path = cubin_dir / f"{md.name}_{case.count}.cubin"
+        cubin_path.write_bytes(ck.asm["cubin"])
+        handles = static._load_kernel(str(cubin_path), md.name, md.shared, CUDA_DEVICE)
+        # torch 2.11: (function, n_regs, n_spills); 2.13: (module, function, n_regs, n_spills)
+        function = handles[1] if len(handles) == 4 else handles[0]
+        arg_types = static_arg_types(signature)
+        values = [value for _, value in runtime_args(signature, kernel_args(case.cuda_tensors))]
+        cuda_stream = torch.cuda.current_stream(CUDA_DEVICE).cuda_stream
+        args = (function, *GRID, 1, 1, md.num_warps, md.shared, arg_types, (*values, None, None), cuda_stream)
+        ints = tuple(pointer_value(v) if isinstance(v, torch.Tensor) else v for v in values)
+        args_int = (*args[:7], (*ints, None, None), cuda_stream)
+    except Exception as error:  # reported as skipped rows, not fatal
+        case.skipped["c"] = case.skipped["c_int"] = f"_StaticCudaLauncher failed: {error!r}"
+        return
+    case.info["static_arg_types"] = arg_types
+    for key, key_args in (("c", args), ("c_int", args_int)):
+        case.batches[key] = python_batch(static._launch_kernel, key_args)
+        case.checks[key] = checked(case.cuda_tensors[-1], case.expected,
+                                   lambda a=key_args: static._launch_kernel(*a), PATHS[key])  # fmt: skip
 
-    # (d) cuLaunchKernel in C on devbridge's CUfunction. It lives in device 0's
-    # primary context, the one torch.cuda device 0 uses too, so a torch.cuda
-    # stream of device 0 is a valid stream for it.
+
+def add_bare_path(case: Case, harness: ctypes.CDLL, function: int) -> None:
+    """(d): cuLaunchKernel in C on `function` (a CUfunction), torch.cuda tensors'
+    addresses, the torch.cuda stream. The benchmark passes the CUfunction
+    devbridge loaded for (a): it lives in device 0's primary context, which
+    torch.cuda device 0 uses too, so a torch.cuda stream of device 0 is valid."""
+    ck = case.compiled
+    md = ck.metadata
+    storage, params = bare_params(ck.src.signature, kernel_args(case.cuda_tensors))
+    case.keep_alive += [storage, params]
+    cuda_stream = torch.cuda.current_stream(CUDA_DEVICE).cuda_stream
+    block_x = 32 * md.num_warps
+
+    def bare_batch(n: int) -> float:
+        ns = harness.bare_launch_ns(function, GRID[0], cuda_stream, params, n, block_x, md.shared)
+        if ns < 0:
+            raise BenchError(f"bare cuLaunchKernel: {harness_error(harness)}")
+        return ns / 1e3
+
+    case.batches["d"] = bare_batch
+    case.checks["d"] = checked(case.cuda_tensors[-1], case.expected, lambda: bare_batch(1), PATHS["d"])
+
+
+def add_jit_path(case: Case) -> None:
+    """(jit): kernel[grid](...), the whole JIT front end, for scale."""
+    kernel, tensors = case.kernel, case.cuda_tensors
+
+    def jit_call() -> None:
+        kernel[GRID](*tensors, NUMEL, BLOCK=BLOCK)
+
+    case.batches["jit"] = python_batch(jit_call, ())
+    case.checks["jit"] = checked(tensors[-1], case.expected, jit_call, PATHS["jit"])
+
+
+def setup_case(count: int, stack: dict, harness: ctypes.CDLL | None, harness_problem: str | None,
+               cubin_dir: pathlib.Path) -> Case:
+    """Compile the kernel once with the JIT and build every path's batch timer."""
+    case = compile_case(count)
+    handle = add_devbridge_path(case, stack)
+    add_triton_paths(case)
+    add_static_paths(case, cubin_dir)
     if harness is None:
         case.skipped["d"] = harness_problem or "the C harness is not available"
     else:
-        function_d = stack["devbridge"]._C.kernel_native_handles(loaded.function)[1]
-        storage, params = bare_params(signature, call_args)
-        case.keep_alive += [storage, params]
-        block_x = 32 * num_warps
-
-        def bare_batch(n: int) -> float:
-            ns = harness.bare_launch_ns(function_d, GRID[0], cuda_stream, params, n, block_x, shared)
-            if ns < 0:
-                raise BenchError(f"bare cuLaunchKernel: {harness_error(harness)}")
-            return ns / 1e3
-
-        case.batches["d"] = bare_batch
-        case.checks["d"] = checked(cuda_tensors[-1], expected, lambda: bare_batch(1), PATHS["d"])
-
-    # The whole JIT front end, for scale.
-    def jit_call() -> None:
-        kernel[GRID](*cuda_tensors, NUMEL, BLOCK=BLOCK)
-
-    case.batches["jit"] = python_batch(jit_call, ())
-    case.checks["jit"] = checked(cuda_tensors[-1], expected, jit_call, PATHS["jit"])
+        add_bare_path(case, harness, stack["devbridge"]._C.kernel_native_handles(handle)[1])
+    add_jit_path(case)
     return case
 
 
@@ -474,6 +510,7 @@ def cold_start_child(output: pathlib.Path) -> int:
     report["triton_cache_dir_empty"] = bool(cache_dir) and not any(pathlib.Path(cache_dir).iterdir())
     try:
         stack = load_gpu_stack()
+        use_side_stream()
         from triton.runtime import driver as triton_driver
 
         _, report["triton_driver_init_ms"] = time_ms(lambda: triton_driver.active.utils)
@@ -844,6 +881,15 @@ def load_gpu_stack() -> dict:
     }
 
 
+def use_side_stream() -> int:
+    """Makes a torch.cuda pool stream current on device 0 and returns it. Pool
+    streams are non-blocking, like cudadev's own default stream, so no path
+    pays the legacy default stream's implicit synchronization."""
+    stream = torch.cuda.Stream(CUDA_DEVICE)
+    torch.cuda.set_stream(stream)
+    return stream.cuda_stream
+
+
 def prepare_harness(build_dir: pathlib.Path) -> tuple[ctypes.CDLL | None, str | None]:
     try:
         harness = build_harness(build_dir)
@@ -879,6 +925,7 @@ def run_benchmark(args) -> int:
         print(f"triton_launch: cannot run: {error}", file=sys.stderr)
         return 2
     problems: list[str] = []
+    streams = {"cuda": hex(use_side_stream()), "cudadev": hex(stack["devbridge"].current_stream(PLUGIN_DEVICE))}
     with tempfile.TemporaryDirectory(prefix="triton-launch-") as scratch:
         scratch_dir = pathlib.Path(scratch)
         harness, harness_problem = prepare_harness(scratch_dir)
@@ -899,6 +946,7 @@ def run_benchmark(args) -> int:
     rows = launch_rows(cases) + cold_rows(cases, cold)
     meta = metadata(args, cases, torch.cuda.get_device_name(CUDA_DEVICE), stack["devbridge"].__version__,
                     problems)  # fmt: skip
+    meta["streams"] = streams
     meta["cold_start"] = cold
     stem, report = write_results(rows, meta, args.results_dir)
     print(report)

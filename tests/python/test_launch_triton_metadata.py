@@ -41,6 +41,9 @@ from triton.compiler import ASTSource  # noqa: E402
 
 import devbridge.triton  # noqa: E402
 from devbridge import launch  # noqa: E402
+from devbridge.triton._describe import tensordesc_flags  # noqa: E402
+
+TENSORDESC_FLAGS = tensordesc_flags()
 
 import launch_support  # noqa: E402
 from launch_support import skip_without_simdev  # noqa: E402
@@ -434,10 +437,11 @@ def test_host_descriptor_without_tma_is_decomposed(host_descriptor_sm80):
     3.7 decomposes it: base, 2*ndim i64 (shape, strides), two i1 (padding,
     round_f32_to_tf32), ndim i32 (shape), ndim i64 (strides)."""
     L = host_descriptor_sm80.launcher
+    flags = TENSORDESC_FLAGS  # two from Triton 3.7, one (padding only) in 3.6
     assert host_descriptor_sm80.ck.metadata.tensordesc_meta in ([], None)
-    assert L.signature == ("*", "i64", "i64", "i64", "i64", "i1", "i1", "i32", "i32", "i64", "i64", "*")
-    assert [(p.type, p.size) for p in host_descriptor_sm80.ptx[:11]] == [
-        ("u64", 8), ("u64", 8), ("u64", 8), ("u64", 8), ("u64", 8), ("u8", 1), ("u8", 1),
+    assert L.signature == ("*", "i64", "i64", "i64", "i64", *["i1"] * flags, "i32", "i32", "i64", "i64", "*")
+    assert [(p.type, p.size) for p in host_descriptor_sm80.ptx[:9 + flags]] == [
+        ("u64", 8), ("u64", 8), ("u64", 8), ("u64", 8), ("u64", 8), *[("u8", 1)] * flags,
         ("u32", 4), ("u32", 4), ("u64", 8), ("u64", 8)]
 
 
@@ -634,15 +638,19 @@ def test_host_descriptor_end_to_end(host_descriptor_sm80, padding, round_tf32):
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     base = probe_buffer(torch.float32, 128)  # probe_args writes its record here
-    desc = TensorDescriptor(base, shape=[8, 16], strides=[16, 1], block_shape=[16, 16], padding=padding,
-                            round_f32_to_tf32=round_tf32)
+    if TENSORDESC_FLAGS == 2:
+        desc = TensorDescriptor(base, shape=[8, 16], strides=[16, 1], block_shape=[16, 16], padding=padding,
+                                round_f32_to_tf32=round_tf32)
+    else:  # Triton 3.6: no round_f32_to_tf32, one flag
+        desc = TensorDescriptor(base, shape=[8, 16], strides=[16, 1], block_shape=[16, 16], padding=padding)
     out = torch.zeros(256, dtype=torch.float32, device=DEVICE)
     got = probe(host_descriptor_sm80.launcher, base, desc, out, 16,
                 packed=host_descriptor_sm80.ck.packed_metadata)
     flag = padding == "nan"
+    flag_types, flag_values = (["i1", "i1"], [flag, round_tf32]) if TENSORDESC_FLAGS == 2 else (["i1"], [flag])
     assert got == records(
-        ["*", "i64", "i64", "i64", "i64", "i1", "i1", "i32", "i32", "i64", "i64", "*"],
-        [base, 8, 16, 16, 1, flag, round_tf32, 8, 16, 16, 1, out])
+        ["*", "i64", "i64", "i64", "i64", *flag_types, "i32", "i32", "i64", "i64", "*"],
+        [base, 8, 16, 16, 1, *flag_values, 8, 16, 16, 1, out])
     assert [size for size, _ in got] == [p.size for p in host_descriptor_sm80.ptx]
 
 

@@ -161,16 +161,30 @@ def test_vector_add_is_bit_identical_to_upstream_on_a_non_default_stream(kernels
     torch.testing.assert_close(out_dev.cpu(), x * 0.75 + y)
 
 
+SCALARS = (True, 100, -30000, -2**31, -2**62, True, 250, 65000, 2**32 - 1, 2**63 + 5, 1.0 / 3, 1.0 / 3, 1.0 / 3,
+           1.0 / 3)
+
+
 def test_every_scalar_type_is_bit_identical_to_upstream(kernels, cuda_runtime, side_stream):
+    # i8 is positive here: Triton 3.6's launcher parses i8 with the "b" format,
+    # an *unsigned* char, and refuses negative values (OverflowError).
     ck = kernels["scalars"]
-    values = (True, -100, -30000, -2**31, -2**62, True, 250, 65000, 2**32 - 1, 2**63 + 5, 1.0 / 3, 1.0 / 3,
-              1.0 / 3, 1.0 / 3)
     out_dev = torch.zeros(14, dtype=torch.float64, device="cudadev")
-    ours(ck, load(ck, cuda_runtime), (1,), out_dev, *values)
+    ours(ck, load(ck, cuda_runtime), (1,), out_dev, *SCALARS)
     out_cuda = torch.zeros(14, dtype=torch.float64, device="cuda")
-    upstream(ck, (1,), out_cuda, *values)
+    upstream(ck, (1,), out_cuda, *SCALARS)
     assert torch.equal(bits(out_dev), bits(out_cuda))
     assert out_dev.cpu()[10].item() == struct.unpack("<e", struct.pack("<e", 1.0 / 3))[0]
+
+
+def test_negative_small_integers_reach_the_kernel(kernels, cuda_runtime, side_stream):
+    ck = kernels["scalars"]
+    values = (False, -100, -30000, -7, -2**63, False, 0, 0, 0, 0, -0.0, -2.0, -1e30, -1e300)
+    out = torch.zeros(14, dtype=torch.float64, device="cudadev")
+    ours(ck, load(ck, cuda_runtime), (1,), out, *values)
+    expected = [0.0, -100.0, -30000.0, -7.0, float(-2**63), 0.0, 0.0, 0.0, 0.0, 0.0, -0.0, -2.0,
+                struct.unpack("<f", struct.pack("<f", -1e30))[0], -1e300]
+    assert out.cpu().tolist() == expected
 
 
 def test_a_dot_kernel_with_more_than_48kb_of_shared_memory(kernels, cuda_runtime, side_stream):
