@@ -118,6 +118,19 @@ typedef struct {
 } DevbridgeLoadedKernel;
 
 /*!
+ * \brief What a compiler and a driver need to know of one device: filled by a
+ *  kernel runtime's `device_properties` from the hardware itself.
+ */
+typedef struct {
+  int32_t arch;                  /*!< compiler target architecture (CUDA: 10 * major + minor, e.g. 90) */
+  int32_t warp_size;             /*!< threads per warp (32 on NVIDIA; 1 where programs are single calls) */
+  int32_t multiprocessor_count;  /*!< streaming multiprocessors / cores */
+  int32_t max_shared_mem;        /*!< most dynamic shared memory per program, opted in (bytes) */
+  int32_t max_num_regs;          /*!< registers per multiprocessor */
+  int32_t max_threads_per_block; /*!< most threads per program */
+} DevbridgeDeviceProperties;
+
+/*!
  * \brief A kernel runtime: how one kind of binary is loaded and launched on
  *  one device type. devbridge ships "cuda" (libcuda.so.1 opened at run time,
  *  never linked) and "simdev" (the simdev runtime library opened at run time);
@@ -158,6 +171,8 @@ typedef struct DevbridgeKernelRuntime {
   int (*pointer_device)(void* self, uint64_t address, int32_t* out_device_id);
   /*! \brief The calling thread's last error of this runtime; never NULL. */
   const char* (*get_last_error)(void* self);
+  /*! \brief Properties of device `device_id`, read from the hardware. */
+  int (*device_properties)(void* self, int32_t device_id, DevbridgeDeviceProperties* out);
 } DevbridgeKernelRuntime;
 
 #ifdef __cplusplus

@@ -16,6 +16,7 @@ include/devbridge/c_launch_api.h for the ABI behind it.
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any, Iterable, Mapping, NamedTuple
 
 from . import _C
@@ -113,6 +114,21 @@ def plan(signature: Iterable[Any], *, tensordesc_flags: int = 2) -> tuple:
     return tuple(_node(ty, str(i), tensordesc_flags) for i, ty in enumerate(signature))
 
 
+_hook_chain_known = False
+
+
+def register_hook_chain_type() -> None:
+    """Teach the launcher Triton's HookChain type, once Triton is imported: an
+    empty chain (what Triton passes when no hook is set) is then skipped
+    without a Python call. Without Triton nothing passes HookChains."""
+    global _hook_chain_known
+    if not _hook_chain_known and "triton.knobs" in sys.modules:
+        from .triton._triton_api import hook_chain_type
+
+        _C._set_hook_chain_type(hook_chain_type())
+        _hook_chain_known = True
+
+
 def launcher(signature: Mapping[str, Any] | Iterable[Any], *, name: str = "kernel",
              tensordesc_flags: int = 2, **metadata) -> Launcher:
     """A Launcher from Triton type strings (a {name: type} mapping in argument
@@ -125,6 +141,7 @@ def launcher(signature: Mapping[str, Any] | Iterable[Any], *, name: str = "kerne
     else:
         types = list(signature)
         names = [f"arg{i}" for i in range(len(types))]
+    register_hook_chain_type()
     return Launcher._from_plan(name, plan(types, tensordesc_flags=tensordesc_flags),
                                [str(n) for n in names], dict(metadata))
 

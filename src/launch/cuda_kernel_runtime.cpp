@@ -259,6 +259,26 @@ int PointerDevice(void*, uint64_t address, int32_t* out_device_id) {
   });
 }
 
+int DeviceProperties(void*, int32_t device_id, DevbridgeDeviceProperties* out) {
+  return AdapterCall([&] {
+    CudaDriver& d = Driver();
+    CUdevice device = 0;
+    Check(d, d.fn.cuDeviceGet(&device, device_id), "cuDeviceGet");
+    auto attribute = [&](int which) {
+      int value = 0;
+      Check(d, d.fn.cuDeviceGetAttribute(&value, which, device), "cuDeviceGetAttribute");
+      return value;
+    };
+    out->arch = 10 * attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR) +
+                attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+    out->warp_size = attribute(CU_DEVICE_ATTRIBUTE_WARP_SIZE);
+    out->multiprocessor_count = attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+    out->max_shared_mem = attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+    out->max_num_regs = attribute(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR);
+    out->max_threads_per_block = attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+  });
+}
+
 const char* LastError(void*) { return AdapterLastError().c_str(); }
 
 }  // namespace
@@ -276,6 +296,7 @@ const DevbridgeKernelRuntime* CudaKernelRuntime() noexcept {
     t.launch = &Launch;
     t.pointer_device = &PointerDevice;
     t.get_last_error = &LastError;
+    t.device_properties = &DeviceProperties;
     return t;
   }();
   return &table;

@@ -30,7 +30,8 @@ void ValidateKernelRuntime(const DevbridgeKernelRuntime* runtime) {
                         : runtime->unload == nullptr ? "unload"
                         : runtime->launch == nullptr ? "launch"
                         : runtime->get_last_error == nullptr ? "get_last_error"
-                                                              : nullptr;
+                        : runtime->device_properties == nullptr ? "device_properties"
+                                                                : nullptr;
   if (missing != nullptr) {
     throw Error(ErrorKind::kValue, std::string("devbridge: the kernel runtime table '") +
                                        (runtime->name ? runtime->name : "<unnamed>") + "' has no " +

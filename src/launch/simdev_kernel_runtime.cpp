@@ -43,6 +43,7 @@ struct SimdevFunctions {
   sdError (*sdLaunchKernel)(void* function, uint32_t gx, uint32_t gy, uint32_t gz, void** args,
                             const size_t* arg_sizes, int num_args, void* stream);
   sdError (*sdPointerGetDevice)(const void* pointer, int* out_device);
+  sdError (*sdGetDeviceCount)(int* out_count);
 };
 
 struct SimdevRuntime {
@@ -148,6 +149,26 @@ int PointerDevice(void* self, uint64_t address, int32_t* out_device_id) {
   });
 }
 
+// simdev has no instruction set: a program is one host call, so a warp is one
+// thread and there is one "multiprocessor" (the stream's worker).
+int DeviceProperties(void* self, int32_t device_id, DevbridgeDeviceProperties* out) {
+  return AdapterCall([&] {
+    const auto& r = *static_cast<const SimdevRuntime*>(self);
+    int count = 0;
+    Check(r, r.fn.sdGetDeviceCount(&count), "sdGetDeviceCount");
+    if (device_id < 0 || device_id >= count) {
+      throw std::runtime_error("simdev device " + std::to_string(device_id) + " does not exist (" +
+                               std::to_string(count) + " devices)");
+    }
+    out->arch = 0;
+    out->warp_size = 1;
+    out->multiprocessor_count = 1;
+    out->max_shared_mem = 1 << 30;
+    out->max_num_regs = 1 << 30;
+    out->max_threads_per_block = 1 << 30;
+  });
+}
+
 const char* LastError(void*) { return AdapterLastError().c_str(); }
 
 template <class F>
@@ -179,6 +200,7 @@ std::unique_ptr<SimdevRuntime> OpenSimdev(const std::string& path) {
   Resolve(library, path, "sdModuleGetFunction", f.sdModuleGetFunction);
   Resolve(library, path, "sdLaunchKernel", f.sdLaunchKernel);
   Resolve(library, path, "sdPointerGetDevice", f.sdPointerGetDevice);
+  Resolve(library, path, "sdGetDeviceCount", f.sdGetDeviceCount);
   DevbridgeKernelRuntime& t = runtime->table;
   t.major = DEVBRIDGE_LAUNCH_API_MAJOR;
   t.minor = DEVBRIDGE_LAUNCH_API_MINOR;
@@ -190,6 +212,7 @@ std::unique_ptr<SimdevRuntime> OpenSimdev(const std::string& path) {
   t.launch = &Launch;
   t.pointer_device = &PointerDevice;
   t.get_last_error = &LastError;
+  t.device_properties = &DeviceProperties;
   return runtime;
 }
 

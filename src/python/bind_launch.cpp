@@ -24,10 +24,35 @@ py::capsule RuntimeCapsule(const DevbridgeKernelRuntime* runtime) {
   return py::capsule(const_cast<DevbridgeKernelRuntime*>(runtime), DEVBRIDGE_KERNEL_RUNTIME_CAPSULE_NAME);
 }
 
+const DevbridgeKernelRuntime* ValidRuntime(const py::handle& capsule) {
+  auto* runtime = static_cast<const DevbridgeKernelRuntime*>(
+      CapsulePointer(capsule, DEVBRIDGE_KERNEL_RUNTIME_CAPSULE_NAME, "a kernel runtime"));
+  launch::ValidateKernelRuntime(runtime);
+  return runtime;
+}
+
+py::dict DeviceProperties(const py::capsule& capsule, int index) {
+  const DevbridgeKernelRuntime* runtime = ValidRuntime(capsule);
+  DevbridgeDeviceProperties properties{};
+  int status = 0;
+  {
+    py::gil_scoped_release release;
+    status = runtime->device_properties(runtime->self, index, &properties);
+  }
+  launch::CheckRuntimeStatus(*runtime, status, ("reading the properties of device " + std::to_string(index)).c_str());
+  py::dict result;
+  result["arch"] = properties.arch;
+  result["warp_size"] = properties.warp_size;
+  result["multiprocessor_count"] = properties.multiprocessor_count;
+  result["max_shared_mem"] = properties.max_shared_mem;
+  result["max_num_regs"] = properties.max_num_regs;
+  result["max_threads_per_block"] = properties.max_threads_per_block;
+  return result;
+}
+
 py::tuple LoadKernel(const py::capsule& runtime_capsule, const std::string& device_type, int index,
                      const py::bytes& image, const std::string& name, uint32_t shared_bytes) {
-  auto* runtime = static_cast<const DevbridgeKernelRuntime*>(
-      CapsulePointer(runtime_capsule, DEVBRIDGE_KERNEL_RUNTIME_CAPSULE_NAME, "a kernel runtime"));
+  const DevbridgeKernelRuntime* runtime = ValidRuntime(runtime_capsule);
   if (index < 0 || index > 127) {
     throw Error(ErrorKind::kValue, "devbridge: device index " + std::to_string(index) + " is out of range");
   }
@@ -71,15 +96,11 @@ void BindLaunch(py::module_& m) {
       [](const std::string& library) { return RuntimeCapsule(launch::SimdevKernelRuntime(library)); },
       py::arg("library"), "The simdev kernel runtime behind the simdev library at `library`.");
   m.def(
-      "validate_kernel_runtime",
-      [](const py::capsule& capsule) {
-        launch::ValidateKernelRuntime(static_cast<const DevbridgeKernelRuntime*>(
-            CapsulePointer(capsule, DEVBRIDGE_KERNEL_RUNTIME_CAPSULE_NAME, "a kernel runtime")));
-        return std::string(static_cast<const DevbridgeKernelRuntime*>(
-                               CapsulePointer(capsule, DEVBRIDGE_KERNEL_RUNTIME_CAPSULE_NAME, "a kernel runtime"))
-                               ->name);
-      },
-      py::arg("capsule"));
+      "kernel_runtime_name",
+      [](const py::capsule& capsule) { return std::string(ValidRuntime(capsule)->name); },
+      py::arg("runtime"), "The name of a kernel runtime table (validated).");
+  m.def("kernel_runtime_device_properties", &DeviceProperties, py::arg("runtime"), py::arg("index"),
+        "The DevbridgeDeviceProperties of device `index`, as a dict.");
   m.def("load_kernel", &LoadKernel, py::arg("runtime"), py::arg("device_type"), py::arg("index"),
         py::arg("image"), py::arg("name"), py::arg("shared"));
   m.def("release_kernel", [](uint64_t handle) { return launch::ReleaseKernel(handle); }, py::arg("handle"));

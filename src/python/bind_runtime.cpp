@@ -117,6 +117,15 @@ void BindRuntime(py::module_& m) {
         return runtime.type() == c10::DeviceType::CPU ? 0 : int(runtime.current_device());
       },
       py::arg("device_type"));
+  m.def(
+      "set_current_device",
+      [](const std::string& device_type, int index) {
+        const DeviceRuntime& runtime = Runtime(device_type);
+        if (runtime.type() == c10::DeviceType::CPU) return;
+        runtime.set_current_device(static_cast<c10::DeviceIndex>(index));
+      },
+      py::arg("device_type"), py::arg("index"),
+      "Make device_type:index the calling thread's current device of its type.");
   m.def("plugin_name", []() -> py::object {
     if (!c10::is_privateuse1_backend_registered()) return py::none();
     return py::str(c10::get_privateuse1_backend());

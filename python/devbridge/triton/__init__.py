@@ -1,28 +1,94 @@
 """devbridge for Triton: kernels compiled by Triton, launched on plugin devices.
 
-  Launcher     the launcher a Triton driver hands out as `launcher_cls`:
-               Launcher(src, metadata), then called exactly as Triton calls
-               launchers (devbridge.launch has the non-Triton face)
+  activate() / deactivate()   make devbridge's Triton driver the active one
+                              (both also work as context managers)
+  declare_hardware()          a plugin says which Triton compiler and kernel
+                              runtime serve its device (hardware.py)
+  policy                      the registry of host-runtime policies; the
+                              generic `torch_plugin` one serves any plugin
+  Launcher                    the launcher the driver hands out as
+                              `launcher_cls` (devbridge.launch has the
+                              non-Triton face)
+
+Importing this package does not import Triton; activate() does.
 """
 
 from __future__ import annotations
 
+import threading
+
 from .. import _C
+from . import policy
+from .hardware import declare_hardware, declared
 
 Launcher = _C.Launcher
 
-
-def _register_hook_chain_type() -> None:
-    # An empty HookChain (what Triton passes when no hook is set) is skipped
-    # without a Python call once the launcher knows the type. Triton < 3.5
-    # passes None instead, which needs nothing.
-    try:
-        from triton.knobs import HookChain
-    except ImportError:
-        return
-    _C._set_hook_chain_type(HookChain)
+_lock = threading.Lock()
+_driver = None
+_previous = []  # drivers that were active before each activate()
 
 
-_register_hook_chain_type()
+def driver():
+    """devbridge's Triton driver (created once; not necessarily active)."""
+    global _driver
+    with _lock:
+        if _driver is None:
+            from . import _triton_api
 
-__all__ = ["Launcher"]
+            _triton_api.check_version()
+            from .backend.driver import DevbridgeDriver
+
+            _driver = DevbridgeDriver()
+        return _driver
+
+
+def activate():
+    """Make devbridge's driver Triton's active driver and return it.
+
+    Idempotent. Use it as a context manager to deactivate on exit:
+
+        with devbridge.triton.activate():
+            kernel[grid](x, y)       # x, y on the plugin device
+    """
+    from . import _triton_api
+
+    ours = driver()
+    with _lock:
+        current = _triton_api.active_driver_or_none()
+        if current is not ours:
+            _previous.append(current)
+            _triton_api.driver_config().set_active(ours)
+    return ours
+
+
+class _Deactivation:
+    """deactivate()'s result: as a context manager, re-activates on exit."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        activate()
+        return False
+
+
+def deactivate() -> _Deactivation:
+    """Restore the driver that was active before the last activate() (Triton's
+    own default when there was none). A no-op when devbridge's driver is not
+    active."""
+    from . import _triton_api
+
+    with _lock:
+        if _driver is not None and _triton_api.active_driver_or_none() is _driver:
+            _triton_api.restore_active_driver(_previous.pop() if _previous else None)
+    return _Deactivation()
+
+
+def is_active() -> bool:
+    from . import _triton_api
+
+    return _driver is not None and _triton_api.active_driver_or_none() is _driver
+
+
+__all__ = ["Launcher", "activate", "deactivate", "declare_hardware", "declared", "driver", "is_active",
+           "policy"]

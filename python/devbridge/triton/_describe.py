@@ -46,6 +46,7 @@ def _get(metadata, field, default=None):
 
 def describe(src, metadata):
     """(kernel name, plan, argument names, metadata dict) for Launcher(src, metadata)."""
+    _launch.register_hook_chain_type()
     signature = getattr(src, "signature", None)
     if not isinstance(signature, dict):
         raise TypeError(f"devbridge: Launcher(src, metadata) needs a Triton source with a `signature` dict "

@@ -1,0 +1,72 @@
+"""Every private Triton name devbridge touches, in one place, with the Triton
+versions each was checked on (3.6.0 on the H200, 3.7.1 in CI).
+
+  triton.runtime.driver.driver._active   the driver set with set_active(), or
+                                         None while Triton would still create
+                                         its default lazily (DriverConfig,
+                                         runtime/driver.py, 3.6.0 and 3.7.1).
+                                         Read and cleared to restore the state
+                                         before activate() without creating
+                                         Triton's default driver.
+  triton.knobs.HookChain                 the type of an empty launch hook
+                                         (3.6.0, 3.7.1; absent before 3.5,
+                                         where hooks are None)
+
+Public names used elsewhere (checked on the same versions):
+triton.runtime.driver.set_active, triton.backends.driver.DriverBase,
+triton.backends.compiler.BaseBackend / GPUTarget, triton.testing.do_bench,
+triton.__version__.
+
+A Triton outside the checked range is refused at activate() with a clear
+error, never run on guesses.
+"""
+
+from __future__ import annotations
+
+CHECKED_VERSIONS = ((3, 6), (3, 7))
+
+
+def triton_version() -> tuple[int, int]:
+    import triton
+
+    major, minor = (int(x) for x in triton.__version__.split(".")[:2])
+    return major, minor
+
+
+def check_version() -> None:
+    import triton
+
+    if triton_version() not in CHECKED_VERSIONS:
+        checked = ", ".join(f"{a}.{b}" for a, b in CHECKED_VERSIONS)
+        raise RuntimeError(
+            f"devbridge: Triton {triton.__version__} is not a version devbridge's Triton driver was checked on "
+            f"({checked}: the pairs of torch 2.11 and 2.13); install one of those (pip install triton==3.7.1), "
+            f"or a devbridge that supports {triton.__version__}")
+
+
+def driver_config():
+    from triton.runtime.driver import driver
+
+    return driver
+
+
+def active_driver_or_none():
+    """The active driver without creating Triton's default one."""
+    return getattr(driver_config(), "_active", None)
+
+
+def restore_active_driver(previous) -> None:
+    """Make `previous` active again; None restores Triton's lazy default."""
+    config = driver_config()
+    if previous is None:
+        config._active = None
+    else:
+        config.set_active(previous)
+
+
+def hook_chain_type():
+    try:
+        from triton.knobs import HookChain
+    except ImportError:
+        return None
+    return HookChain

@@ -1,0 +1,161 @@
+"""devbridge's Triton driver for plugin devices.
+
+It derives from DriverBase, never GPUDriver (which binds torch.cuda), and is
+never "active" on its own, so Triton's own choice of driver is untouched;
+devbridge.triton.activate() makes it the active one. Every question Triton's
+runtime asks goes to the active host-runtime policy (devbridge.triton.policy,
+`torch_plugin` by default); binaries are loaded and launched through the
+kernel runtime of the device's declared hardware.
+"""
+
+from __future__ import annotations
+
+from triton.backends.compiler import GPUTarget
+from triton.backends.driver import DriverBase
+
+# upstream's ty_to_cpp, for map_python_to_cpp_type
+_CPP_TYPES = {
+    "i1": "int8_t", "i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t",
+    "u1": "uint8_t", "u8": "uint8_t", "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t",
+    "fp16": "double", "bf16": "double", "fp32": "double", "f32": "double", "fp64": "double",
+}
+
+
+class DevbridgeUtils:
+    """What Triton calls `driver.utils`: load and unload binaries, device properties."""
+
+    def __init__(self, driver: "DevbridgeDriver"):
+        self._driver = driver
+
+    def load_binary(self, name, kernel, shared, device):
+        from devbridge import launch
+
+        loaded = launch.load_binary(kernel, name, device=self._driver.torch_device(device),
+                                    runtime=self._driver.kernel_runtime(), shared=shared)
+        return loaded.module, loaded.function, loaded.n_regs, loaded.n_spills, loaded.n_max_threads
+
+    def unload_module(self, module):
+        from devbridge import launch
+
+        launch.unload(module)
+
+    def get_device_properties(self, device):
+        from devbridge import _C
+
+        properties = dict(_C.kernel_runtime_device_properties(self._driver.kernel_runtime(), int(device)))
+        # The names Triton's testing helpers read; values the runtime cannot
+        # know are 0 (they only feed performance models).
+        properties.setdefault("warpSize", properties["warp_size"])
+        properties.setdefault("sm_clock_rate", 0)
+        properties.setdefault("mem_clock_rate", 0)
+        properties.setdefault("mem_bus_width", 0)
+        return properties
+
+
+class DevbridgeDriver(DriverBase):
+
+    @classmethod
+    def is_active(cls) -> bool:
+        # Never chosen by Triton itself: devbridge.triton.activate() selects it.
+        return False
+
+    def __init__(self) -> None:
+        super().__init__()
+        from devbridge.triton import Launcher
+
+        self.launcher_cls = Launcher
+        self.utils = DevbridgeUtils(self)
+        self._runtimes = {}
+
+    # -- policy
+    @staticmethod
+    def _call(method, *args):
+        from devbridge.triton import policy
+
+        return policy.call(method, *args)
+
+    def device_name(self) -> str:
+        return self._call("device_name")
+
+    def torch_device(self, index=None):
+        import torch
+
+        return torch.device(self.device_name(), self.get_current_device() if index is None else int(index))
+
+    def get_current_device(self) -> int:
+        return self._call("get_current_device")
+
+    def set_current_device(self, device) -> None:
+        self._call("set_current_device", device)
+
+    def get_current_stream(self, device=None) -> int:
+        return self._call("get_current_stream", device)
+
+    def get_active_torch_device(self):
+        return self._call("get_active_torch_device")
+
+    def get_device_interface(self):
+        return self._call("get_device_interface")
+
+    def get_empty_cache_for_benchmark(self):
+        # 256 MiB, as upstream's CUDA driver: larger than any L2 to flush.
+        return self._call("get_empty_tensor", 256 * 1024 * 1024 // 4)
+
+    def clear_cache(self, cache) -> None:
+        cache.zero_()
+
+    def get_benchmarker(self):
+        from triton.testing import do_bench
+
+        return do_bench
+
+    # -- hardware
+    def hardware(self):
+        from devbridge.triton.hardware import require
+
+        return require(self.device_name())
+
+    def kernel_runtime(self):
+        """The devbridge_kernel_runtime capsule of the device's hardware."""
+        hardware = self.hardware()
+        key = hardware.kernel_runtime if isinstance(hardware.kernel_runtime, str) else id(hardware.kernel_runtime)
+        runtime = self._runtimes.get(key)
+        if runtime is None:
+            from devbridge import launch
+
+            spec = hardware.kernel_runtime
+            if not isinstance(spec, str):
+                runtime = spec
+            elif spec == "cuda":
+                runtime = launch.kernel_runtime("cuda")
+            elif spec.startswith("simdev:"):
+                runtime = launch.kernel_runtime("simdev", library=spec[len("simdev:"):])
+            else:
+                raise ValueError(f"devbridge: unknown kernel runtime {spec!r} declared for '{hardware.device}'; "
+                                 "use 'cuda', 'simdev:<library path>' or a devbridge_kernel_runtime capsule")
+            self._runtimes[key] = runtime
+        return runtime
+
+    def get_current_target(self) -> GPUTarget:
+        properties = self.utils.get_device_properties(self.get_current_device())
+        return GPUTarget(self.device_name(), properties["arch"], properties["warp_size"])
+
+    def map_python_to_cpp_type(self, ty: str) -> str:
+        if ty.startswith("*"):
+            return "CUdeviceptr" if self.hardware().compiler == "nvidia" else "void*"
+        if ty not in _CPP_TYPES:
+            raise ValueError(f"devbridge: unknown Triton type {ty!r}")
+        return _CPP_TYPES[ty]
+
+    # -- context manager: `with devbridge.triton.activate():`
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        from devbridge.triton import deactivate
+
+        deactivate()
+        return False
+
+    def __repr__(self) -> str:
+        return "<devbridge Triton driver (policy-driven, for PrivateUse1 plugin devices)>"

@@ -1,0 +1,90 @@
+"""What hardware a plugin device runs on, as devbridge's Triton backend needs it.
+
+A plugin declares it once, from its autoload hook (so Inductor's compile
+workers, fresh interpreters, see it too):
+
+    devbridge.triton.declare_hardware("cudadev", compiler="nvidia", kernel_runtime="cuda")
+
+  compiler        the Triton backend whose compiler produces the device's
+                  binaries: "nvidia" (triton.backends.nvidia), "amd", or a
+                  module path "pkg.compiler:ClassName"; "interpreter" runs
+                  kernels with Triton's interpreter (simdev, tests only)
+  kernel_runtime  how devbridge loads and launches those binaries: "cuda",
+                  "simdev:<library path>", or a "devbridge_kernel_runtime"
+                  capsule the plugin provides
+
+The target a kernel is compiled for is GPUTarget(<device name>, arch,
+warp_size) with arch and warp size read from the hardware through the
+kernel runtime, so compiles for a plugin device never collide with compiles
+for the hardware's own device type ("cuda") in Triton's caches.
+
+This module imports nothing heavy: devbridge's Triton compiler consults it
+while `import triton` is still running.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+# Compiler names -> (module, class name, the target backend name it compiles for).
+KNOWN_COMPILERS = {
+    "nvidia": ("triton.backends.nvidia.compiler", "CUDABackend", "cuda"),
+    "amd": ("triton.backends.amd.compiler", "HIPBackend", "hip"),
+}
+INTERPRETER = "interpreter"
+
+
+@dataclass(frozen=True)
+class Hardware:
+    device: str          # the plugin's device type name ("cudadev")
+    compiler: str        # a KNOWN_COMPILERS key, INTERPRETER, or "module:Class"
+    kernel_runtime: Any  # "cuda", "simdev:<path>", or a devbridge_kernel_runtime capsule
+
+    def compiler_class(self):
+        """(module path, class name, backend name the class compiles for)."""
+        if self.compiler in KNOWN_COMPILERS:
+            return KNOWN_COMPILERS[self.compiler]
+        module, _, cls = self.compiler.partition(":")
+        if not module or not cls:
+            raise ValueError(f"devbridge: compiler {self.compiler!r} of device '{self.device}' is neither one of "
+                             f"{sorted(KNOWN_COMPILERS) + [INTERPRETER]} nor 'module.path:ClassName'")
+        return module, cls, None
+
+
+_lock = threading.Lock()
+_declared: dict[str, Hardware] = {}
+
+
+def declare_hardware(device: str, *, compiler: str, kernel_runtime) -> Hardware:
+    """Declare the hardware a plugin device runs on (see the module docstring).
+    Declaring the same device again replaces the declaration."""
+    if not isinstance(device, str) or not device or ":" in device:
+        raise ValueError(f"devbridge: declare_hardware needs the plugin's device type name (e.g. 'cudadev'), "
+                         f"got {device!r}")
+    if compiler != INTERPRETER:
+        Hardware(device, compiler, kernel_runtime).compiler_class()  # validates the name
+    if not (isinstance(kernel_runtime, str) or type(kernel_runtime).__name__ == "PyCapsule"):
+        raise TypeError("devbridge: kernel_runtime must be 'cuda', 'simdev:<library path>' or a "
+                        f"'devbridge_kernel_runtime' capsule, got {type(kernel_runtime).__name__}")
+    hardware = Hardware(device, compiler, kernel_runtime)
+    with _lock:
+        _declared[device] = hardware
+    return hardware
+
+
+def declared(device: str) -> Hardware | None:
+    with _lock:
+        return _declared.get(device)
+
+
+def require(device: str) -> Hardware:
+    hardware = declared(device)
+    if hardware is None:
+        raise RuntimeError(
+            f"devbridge: no Triton hardware is declared for the '{device}' device, so devbridge does not know "
+            f"which Triton compiler and kernel runtime serve it. The plugin declares it from its autoload hook: "
+            f"devbridge.triton.declare_hardware('{device}', compiler='nvidia', kernel_runtime='cuda') "
+            f"(docs/plugin-authors.md, 'Triton')")
+    return hardware

@@ -1,0 +1,218 @@
+"""The generic `torch_plugin` host-runtime policy: every method a Triton driver
+needs, for any PrivateUse1 plugin, built only on torch.accelerator,
+torch.Stream, torch.Event and devbridge's runtime. No vendor module is ever
+imported (tests/python/test_triton_policy.py proves it under an import hook).
+
+The device name is the PrivateUse1 backend's name ("simdev", "cudadev", ...)
+unless configure(device_name=...) or DEVBRIDGE_TRITON_DEVICE says otherwise.
+Methods follow FlagTree's BackendStrategyRegistry names; the workspace, lock,
+pre-launch and launch methods return Python objects for devbridge's launcher
+(the C++-text strategies of the Ascend backends live with the Ascend
+integration).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+import torch
+
+from .. import _C
+from .. import __version__ as _devbridge_version
+from .policy import register
+
+CATEGORY = "torch_plugin"
+_configured_name: str | None = None
+
+
+def configure(*, device_name: str | None) -> None:
+    """Serve `device_name` (None: the PrivateUse1 backend's name)."""
+    global _configured_name
+    _configured_name = device_name
+
+
+@register(CATEGORY, "device_name")
+def device_name() -> str:
+    name = _configured_name or os.environ.get("DEVBRIDGE_TRITON_DEVICE") or _C.plugin_name()
+    if not name:
+        raise RuntimeError("devbridge: the torch_plugin Triton policy serves a PrivateUse1 plugin, and none is "
+                           "loaded in this process; import the plugin first (or let torch autoload it)")
+    return name
+
+
+def _device(index: int | None = None) -> torch.device:
+    name = device_name()
+    return torch.device(name, _C.current_device(name) if index is None else index)
+
+
+@register(CATEGORY, "get_current_device")
+def get_current_device() -> int:
+    """The calling thread's current device index of the plugin."""
+    return _C.current_device(device_name())
+
+
+@register(CATEGORY, "set_current_device")
+def set_current_device(device_id: int) -> None:
+    _C.set_current_device(device_name(), int(device_id))
+
+
+@register(CATEGORY, "get_current_stream")
+def get_current_stream(device: int | None = None) -> int:
+    """The native handle of the calling thread's current stream on `device`."""
+    name = device_name()
+    return _C.current_stream(name, _C.current_device(name) if device is None else int(device))
+
+
+@register(CATEGORY, "get_active_torch_device")
+def get_active_torch_device() -> torch.device:
+    return _device()
+
+
+class DeviceInterface:
+    """What triton.testing.do_bench and Triton's autotuner ask of a device
+    module: synchronize() and Event(enable_timing=True), for the plugin."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def current_device(self) -> int:
+        return _C.current_device(self.name)
+
+    def set_device(self, index: int) -> None:
+        _C.set_current_device(self.name, int(index))
+
+    def device_count(self) -> int:
+        return _C.device_count(self.name)
+
+    def is_available(self) -> bool:
+        return self.device_count() > 0
+
+    def synchronize(self, device: int | None = None) -> None:
+        """Wait for every stream of the device (torch.accelerator.synchronize)."""
+        torch.accelerator.synchronize(self.current_device() if device is None else device)
+
+    def Event(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):  # noqa: N802
+        return torch.Event(torch.device(self.name, self.current_device()), enable_timing=enable_timing,
+                           blocking=blocking, interprocess=interprocess)
+
+    def Stream(self, device=None, priority: int = 0):  # noqa: N802
+        return torch.Stream(device=torch.device(self.name, self.current_device()) if device is None else device,
+                            priority=priority)
+
+    def current_stream(self, device: int | None = None):
+        return torch.accelerator.current_stream(self.current_device() if device is None else device)
+
+    def __repr__(self) -> str:
+        return f"<devbridge device interface for '{self.name}'>"
+
+
+_interfaces: dict[str, DeviceInterface] = {}
+_interfaces_lock = threading.Lock()
+
+
+@register(CATEGORY, "get_device_interface")
+def get_device_interface() -> DeviceInterface:
+    name = device_name()
+    with _interfaces_lock:
+        if name not in _interfaces:
+            _interfaces[name] = DeviceInterface(name)
+        return _interfaces[name]
+
+
+@register(CATEGORY, "get_empty_tensor")
+def get_empty_tensor(size: int) -> torch.Tensor:
+    """`size` int32 elements on the current device (the benchmarker's L2 flush buffer)."""
+    return torch.empty(int(size), dtype=torch.int32, device=_device())
+
+
+@register(CATEGORY, "get_tensor_params_shape")
+def get_tensor_params_shape(*args) -> list[list[int]]:
+    """The shape of every tensor-like argument (duck typing: data_ptr and shape)."""
+    return [list(arg.shape) for arg in args if hasattr(arg, "data_ptr") and hasattr(arg, "shape")]
+
+
+@register(CATEGORY, "version_hash")
+def version_hash() -> list[str]:
+    """Everything a compiled launch depends on besides the kernel itself: torch,
+    devbridge, the plugin (its name and its module's version), Triton, and the
+    kernel runtime of the plugin's declared hardware."""
+    import triton
+
+    from .hardware import declared
+
+    name = device_name()
+    hardware = declared(name)
+    runtime = "undeclared" if hardware is None else (
+        hardware.kernel_runtime if isinstance(hardware.kernel_runtime, str)
+        else _C.kernel_runtime_name(hardware.kernel_runtime))
+    plugin_version = _plugin_version(name)
+    return [f"torch {torch.__version__} {torch.version.git_version}", f"devbridge {_devbridge_version}",
+            f"plugin {name} {plugin_version}", f"triton {triton.__version__}",
+            f"compiler {getattr(hardware, 'compiler', 'undeclared')}", f"kernel runtime {runtime}"]
+
+
+def _plugin_version(name: str) -> str:
+    """The version of the package behind torch.<name> (the plugin's device module)."""
+    module = getattr(torch, name, None)
+    package = sys.modules.get(module.__name__.split(".")[0]) if module is not None else None
+    return str(getattr(package, "__version__", None) or "unknown")
+
+
+def _check_stream(stream) -> None:
+    """Workspace comes from the framework allocator on the current stream; a
+    torch.Stream that is not current is recorded on the block instead."""
+    if stream is None or isinstance(stream, torch.Stream):
+        return
+    if int(stream) != get_current_stream():
+        raise ValueError(
+            f"devbridge: workspace is allocated by the {device_name()} allocator on the current stream "
+            f"({get_current_stream():#x}), but stream {int(stream):#x} was asked for; make it current first "
+            "(`with torch.Stream(...)`) or pass the torch.Stream itself")
+
+
+@register(CATEGORY, "allocate_memory")
+def allocate_memory(size: int, stream=None) -> torch.Tensor:
+    """`size` bytes of workspace on the current device, from the plugin's
+    allocator. Keep the returned tensor until the launch that uses it is
+    enqueued: the allocator's stream order then keeps the block from being
+    reused before the kernel ran (the contract of a tensor freed after a launch)."""
+    _check_stream(stream)
+    block = torch.empty(int(size), dtype=torch.uint8, device=_device())
+    if isinstance(stream, torch.Stream) and stream != torch.accelerator.current_stream(block.device.index):
+        block.record_stream(stream)
+    return block
+
+
+@register(CATEGORY, "allocate_sync_block_lock")
+def allocate_sync_block_lock(size: int, init_value: int = 0, stream=None) -> torch.Tensor:
+    """`size` int32 lock words, set to `init_value` in stream order (an
+    asynchronous fill queued on the stream, never a host write)."""
+    _check_stream(stream)
+    lock = torch.empty(int(size), dtype=torch.int32, device=_device())
+    if isinstance(stream, torch.Stream) and stream != torch.accelerator.current_stream(lock.device.index):
+        lock.record_stream(stream)
+        with stream:
+            lock.fill_(int(init_value))
+    else:
+        lock.fill_(int(init_value))
+    return lock
+
+
+@register(CATEGORY, "pre_launch")
+def pre_launch(device_id: int) -> None:
+    """Bind `device_id` on the launching thread (a no-op when it is current)."""
+    if get_current_device() != int(device_id):
+        set_current_device(device_id)
+
+
+@register(CATEGORY, "async_launch")
+def async_launch(launcher, *args):
+    """Launch. devbridge's launcher enqueues directly on the given stream, or
+    hands the launch to the plugin's submit hook when one is registered
+    (devbridge.register_submit_hook), so this is a plain call."""
+    return launcher(*args)
+
+
+__all__ = ["CATEGORY", "DeviceInterface", "configure"]
