@@ -8,6 +8,12 @@ versions each was checked on (3.6.0 on the H200, 3.7.1 in CI).
                                          Read and cleared to restore the state
                                          before activate() without creating
                                          Triton's default driver.
+  JITFunction.device_caches              keyed by driver.get_current_device()'s
+                                         value (runtime/jit.py, 3.6.0, 3.7.1):
+                                         devbridge's driver answers with an int
+                                         subclass of its own so plugin-device
+                                         compiles never share an entry with
+                                         another driver's device of the same index
   triton.knobs.HookChain                 the type of an empty launch hook
                                          (3.6.0, 3.7.1; absent before 3.5,
                                          where hooks are None)

@@ -21,6 +21,30 @@ _CPP_TYPES = {
 }
 
 
+class PluginDeviceIndex(int):
+    """A plugin device index as get_current_device() returns it: an int (so
+    torch.device, load_binary and properties take it as is) that is never
+    equal to, and never hashes like, the plain int of another driver.
+    Triton's JIT keys each kernel's compile cache and binder by this value
+    (JITFunction.device_caches), so a kernel used on cuda:0 with NVIDIA's
+    driver and on a plugin device 0 with this one keeps one cache for each
+    instead of reusing the other's binaries and target."""
+
+    __slots__ = ()
+
+    def __eq__(self, other):
+        return type(other) is PluginDeviceIndex and int(self) == int(other)
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    def __hash__(self):
+        return hash(("devbridge-plugin-device", int(self)))
+
+    def __repr__(self):
+        return f"PluginDeviceIndex({int(self)})"
+
+
 class DevbridgeUtils:
     """What Triton calls `driver.utils`: load and unload binaries, device properties."""
 
@@ -83,13 +107,13 @@ class DevbridgeDriver(DriverBase):
         return torch.device(self.device_name(), self.get_current_device() if index is None else int(index))
 
     def get_current_device(self) -> int:
-        return self._call("get_current_device")
+        return PluginDeviceIndex(self._call("get_current_device"))
 
     def set_current_device(self, device) -> None:
-        self._call("set_current_device", device)
+        self._call("set_current_device", int(device))
 
     def get_current_stream(self, device=None) -> int:
-        return self._call("get_current_stream", device)
+        return self._call("get_current_stream", None if device is None else int(device))
 
     def get_active_torch_device(self):
         return self._call("get_active_torch_device")
@@ -137,7 +161,7 @@ class DevbridgeDriver(DriverBase):
         return runtime
 
     def get_current_target(self) -> GPUTarget:
-        properties = self.utils.get_device_properties(self.get_current_device())
+        properties = self.utils.get_device_properties(int(self.get_current_device()))
         return GPUTarget(self.device_name(), properties["arch"], properties["warp_size"])
 
     def map_python_to_cpp_type(self, ty: str) -> str:

@@ -1,0 +1,248 @@
+"""devbridge's Triton backend: discovery through the real `triton.backends`
+entry point, activate/deactivate, the driver's answers on simdev, and the
+compiler's target claim and delegation to the hardware's own compiler."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+import torch
+
+triton = pytest.importorskip("triton", reason="Triton is not installed: pip install triton==3.7.1")
+import triton.language as tl  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+import devbridge  # noqa: E402
+import devbridge.triton  # noqa: E402
+from devbridge.triton import _triton_api  # noqa: E402
+from devbridge.triton.backend.compiler import DevbridgeBackend  # noqa: E402
+from devbridge.triton.backend.driver import DevbridgeDriver, PluginDeviceIndex  # noqa: E402
+
+from launch_support import simdev_kernels, skip_without_simdev  # noqa: E402
+
+
+@pytest.fixture
+def inactive():
+    """Each test starts and ends with devbridge's driver not active."""
+    devbridge.triton.deactivate()
+    previous = _triton_api.active_driver_or_none()
+    yield
+    while devbridge.triton.is_active():
+        devbridge.triton.deactivate()
+    _triton_api.restore_active_driver(previous)
+
+
+@pytest.fixture
+def simdev_hardware():
+    import torch_simdev
+
+    before = devbridge.triton.declared("simdev")
+    devbridge.triton.declare_hardware("simdev", compiler="interpreter",
+                                      kernel_runtime="simdev:" + torch_simdev.runtime_library_path())
+    yield
+    if before is not None:
+        devbridge.triton.declare_hardware("simdev", compiler=before.compiler, kernel_runtime=before.kernel_runtime)
+
+
+# ---------------------------------------------------------------- discovery
+
+
+def test_triton_discovers_the_backend_through_its_entry_point_in_a_fresh_interpreter():
+    script = textwrap.dedent("""
+        import triton
+        from triton.backends import backends
+        from devbridge.triton.backend.compiler import DevbridgeBackend
+        from devbridge.triton.backend.driver import DevbridgeDriver
+        b = backends["devbridge"]
+        assert b.compiler is DevbridgeBackend and b.driver is DevbridgeDriver, b
+        assert not DevbridgeDriver.is_active()
+        assert "nvidia" in backends  # Triton's own backends are untouched
+        print("discovered", sorted(backends))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "discovered" in done.stdout and "devbridge" in done.stdout
+
+
+def test_the_driver_never_makes_itself_active():
+    assert DevbridgeDriver.is_active() is False
+
+
+# ---------------------------------------------------------------- activation
+
+
+def test_activate_makes_it_the_active_driver_and_is_idempotent(inactive):
+    from triton.runtime import driver as config
+
+    ours = devbridge.triton.activate()
+    assert isinstance(ours, DevbridgeDriver)
+    assert config.active is ours
+    assert devbridge.triton.activate() is ours
+    devbridge.triton.deactivate()
+    assert not devbridge.triton.is_active()
+    assert _triton_api.active_driver_or_none() is None  # Triton's lazy default is back
+
+
+def test_deactivate_restores_the_previous_driver(inactive):
+    from triton.runtime import driver as config
+
+    previous = DevbridgeDriver()  # any DriverBase set active beforehand
+    config.set_active(previous)
+    devbridge.triton.activate()
+    assert config.active is devbridge.triton.driver()
+    devbridge.triton.deactivate()
+    assert config.active is previous
+    devbridge.triton.deactivate()  # not active: nothing to do
+    assert config.active is previous
+
+
+def test_both_work_as_context_managers(inactive):
+    with devbridge.triton.activate() as driver:
+        assert devbridge.triton.is_active() and driver is devbridge.triton.driver()
+        with devbridge.triton.deactivate():
+            assert not devbridge.triton.is_active()
+        assert devbridge.triton.is_active()
+    assert not devbridge.triton.is_active()
+
+
+def test_an_unchecked_triton_version_is_refused(monkeypatch):
+    monkeypatch.setattr(triton, "__version__", "9.1.0")
+    with pytest.raises(RuntimeError, match=r"Triton 9.1.0 is not a version devbridge's Triton driver was checked "
+                                           r"on \(3.6, 3.7"):
+        _triton_api.check_version()
+
+
+# ---------------------------------------------------------------- the driver's answers
+
+
+@skip_without_simdev
+def test_device_stream_and_target_per_thread_and_device(inactive, simdev_hardware):
+    driver = devbridge.triton.activate()
+    answers = {}
+
+    def on(index):
+        torch.accelerator.set_device_index(index)
+        stream = torch.Stream(device=f"simdev:{index}")
+        with stream:
+            device = driver.get_current_device()
+            answers[index] = (device, driver.get_current_stream(device), stream.native_handle,
+                              driver.get_active_torch_device(), driver.get_current_target())
+
+    threads = [threading.Thread(target=on, args=(i,)) for i in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for index, (device, stream, expected, torch_device, target) in answers.items():
+        assert int(device) == index and stream == expected
+        assert torch_device == torch.device("simdev", index)
+        assert target == GPUTarget("simdev", 0, 1)
+
+
+def test_device_indices_never_share_a_jit_cache_entry_with_another_driver():
+    assert PluginDeviceIndex(0) != 0 and 0 != PluginDeviceIndex(0)
+    assert PluginDeviceIndex(1) == PluginDeviceIndex(1) and int(PluginDeviceIndex(1)) == 1
+    caches = {0: "cuda"}
+    assert PluginDeviceIndex(0) not in caches
+    assert torch.device("cpu", PluginDeviceIndex(0)).index == 0  # torch takes it as the int it is
+
+
+@skip_without_simdev
+def test_the_benchmarker_and_its_cache_flush(inactive, simdev_hardware):
+    driver = devbridge.triton.activate()
+    cache = driver.get_empty_cache_for_benchmark()
+    assert cache.device.type == "simdev" and cache.numel() * 4 == 256 * 1024 * 1024
+    driver.clear_cache(cache)
+    interface = driver.get_device_interface()
+    start, end = interface.Event(enable_timing=True), interface.Event(enable_timing=True)
+    start.record()
+    end.record()
+    interface.synchronize()
+    assert start.elapsed_time(end) >= 0
+    from triton.testing import do_bench
+
+    assert driver.get_benchmarker() is do_bench
+    x = torch.ones(1024, device="simdev")
+    assert do_bench(lambda: x.add_(1), warmup=1, rep=5) > 0
+
+
+@skip_without_simdev
+def test_utils_load_binaries_and_report_device_properties(inactive, simdev_hardware):
+    driver = devbridge.triton.activate()
+    module, function, n_regs, n_spills, n_max_threads = driver.utils.load_binary(
+        "probe_args", simdev_kernels(), 0, PluginDeviceIndex(1))
+    assert module == function and n_max_threads > 0
+    driver.utils.unload_module(module)
+    properties = driver.utils.get_device_properties(0)
+    assert properties["max_shared_mem"] > 0 and properties["multiprocessor_count"] >= 1
+    assert driver.launcher_cls is devbridge.triton.Launcher
+    assert driver.map_python_to_cpp_type("i32") == "int32_t"
+    assert driver.map_python_to_cpp_type("*fp32") == "void*"
+
+
+@skip_without_simdev
+def test_without_declared_hardware_the_error_names_the_declaration(inactive):
+    before = devbridge.triton.declared("simdev")
+    from devbridge.triton import hardware
+
+    hardware._declared.pop("simdev", None)
+    try:
+        driver = devbridge.triton.activate()
+        with pytest.raises(RuntimeError, match=r"no Triton hardware is declared for the 'simdev' device.*"
+                                               r"declare_hardware\('simdev'"):
+            driver.get_current_target()
+    finally:
+        if before is not None:
+            hardware._declared["simdev"] = before
+
+
+def test_declare_hardware_checks_its_arguments():
+    with pytest.raises(ValueError, match="needs the plugin's device type name"):
+        devbridge.triton.declare_hardware("cudadev:0", compiler="nvidia", kernel_runtime="cuda")
+    with pytest.raises(ValueError, match="is neither one of"):
+        devbridge.triton.declare_hardware("xdev", compiler="nvidiaa", kernel_runtime="cuda")
+    with pytest.raises(TypeError, match="kernel_runtime must be"):
+        devbridge.triton.declare_hardware("xdev", compiler="nvidia", kernel_runtime=3)
+
+
+# ---------------------------------------------------------------- the compiler
+
+
+@triton.jit
+def add_kernel(x, y, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+
+def test_the_compiler_claims_declared_plugin_devices_only():
+    devbridge.triton.declare_hardware("testdev", compiler="nvidia", kernel_runtime="cuda")
+    assert DevbridgeBackend.supports_target(GPUTarget("testdev", 90, 32))
+    assert not DevbridgeBackend.supports_target(GPUTarget("cuda", 90, 32))
+    assert not DevbridgeBackend.supports_target(GPUTarget("undeclared_dev", 90, 32))
+
+
+def test_a_plugin_target_compiles_to_the_same_cubin_as_cuda():
+    """Ahead of time, no GPU: GPUTarget('testdev', 90, 32), served by NVIDIA's
+    compiler through devbridge's backend, gives the very cubin of
+    GPUTarget('cuda', 90, 32)."""
+    devbridge.triton.declare_hardware("testdev", compiler="nvidia", kernel_runtime="cuda")
+    signature = {"x": "*fp32", "y": "*fp32", "out": "*fp32", "n": "i32", "BLOCK": "constexpr"}
+
+    def compile_for(backend):
+        source = ASTSource(add_kernel, signature=signature, constexprs={"BLOCK": 256},
+                           attrs={(0,): [["tt.divisibility", 16]]})
+        return triton.compile(source, target=GPUTarget(backend, 90, 32), options={"num_warps": 4})
+
+    ours, cuda = compile_for("testdev"), compile_for("cuda")
+    assert ours.metadata.target.backend == "testdev" and cuda.metadata.target.backend == "cuda"
+    assert ours.asm["cubin"] == cuda.asm["cubin"]
+    assert ours.packed_metadata == cuda.packed_metadata
+    assert ours.metadata.hash != cuda.metadata.hash  # separate cache entries
+    launcher = devbridge.triton.Launcher(ours.src, ours.metadata)
+    assert launcher.param_sizes == (8, 8, 8, 4, 8, 8)
