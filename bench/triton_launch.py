@@ -79,6 +79,7 @@ CUDA_DEVICE = 0
 MAX_RATIO_VS_TRITON = 0.6  # (a) <= 0.6 x (b)
 MAX_RATIO_VS_BARE = 1.25  # (a) <= 1.25 x (d)
 MAX_COLD_START_MS = 1.0  # devbridge: Launcher(src, metadata) + first call
+MAX_RATIO_JIT = 0.85  # (jit dev) <= 0.85 x (jit)
 
 # Path key -> label, in table order.
 PATHS = {
@@ -88,9 +89,11 @@ PATHS = {
     "c": "(c) torch _StaticCudaLauncher, tensors",
     "c_int": "(c int) _StaticCudaLauncher, int pointers",
     "d": "(d) bare cuLaunchKernel from C",
-    "jit": "(jit) kernel[grid](...)",
+    "jit": "(jit) kernel[grid](...), upstream driver, torch.cuda tensors",
+    "jit_dev": "(jit dev) kernel[grid](...), devbridge driver, cudadev tensors",
 }
-SHORT = {"a": "(a)", "b": "(b)", "b_md": "(b+md)", "c": "(c)", "c_int": "(c int)", "d": "(d)", "jit": "(jit)"}
+SHORT = {"a": "(a)", "b": "(b)", "b_md": "(b+md)", "c": "(c)", "c_int": "(c int)", "d": "(d)", "jit": "(jit)",
+         "jit_dev": "(jit dev)"}
 
 # torch/_inductor/runtime/static_triton_launcher.py: one char per non-constexpr arg.
 STATIC_ARG_TYPES = {
@@ -450,6 +453,35 @@ def add_jit_path(case: Case) -> None:
     case.checks["jit"] = checked(tensors[-1], case.expected, jit_call, PATHS["jit"])
 
 
+def add_jit_devbridge_path(case: Case, stack: dict) -> None:
+    """(jit dev): the same @triton.jit function through kernel[grid](...) on
+    cudadev tensors with devbridge's driver active (compiled once for the
+    plugin's target; devbridge's driver keeps its own JIT cache entry)."""
+    kernel, tensors = case.kernel, case.plugin_tensors
+    triton_face = stack["devbridge"].triton
+
+    def jit_dev_call() -> None:
+        kernel[GRID](*tensors, NUMEL, BLOCK=BLOCK)
+
+    with triton_face.activate():
+        jit_dev_call()  # compile + load outside the timings
+        sync()
+    timed = python_batch(jit_dev_call, ())
+
+    def batch(n: int) -> float:
+        with triton_face.activate():
+            return timed(n)
+
+    inner_check = checked(tensors[-1], case.expected, jit_dev_call, PATHS["jit_dev"])
+
+    def check() -> None:
+        with triton_face.activate():
+            inner_check()
+
+    case.batches["jit_dev"] = batch
+    case.checks["jit_dev"] = check
+
+
 def setup_case(count: int, stack: dict, harness: ctypes.CDLL | None, harness_problem: str | None,
                cubin_dir: pathlib.Path) -> Case:
     """Compile the kernel once with the JIT and build every path's batch timer."""
@@ -462,6 +494,7 @@ def setup_case(count: int, stack: dict, harness: ctypes.CDLL | None, harness_pro
     else:
         add_bare_path(case, harness, stack["devbridge"]._C.kernel_native_handles(handle)[1])
     add_jit_path(case)
+    add_jit_devbridge_path(case, stack)
     return case
 
 
@@ -629,10 +662,12 @@ def launch_rows(cases: list[Case]) -> list[dict]:
                 rows.append(row(f"launch, {tensors_label(case.count)}: {label}", None, "us", group="launch",
                                 tensors=case.count, path=key,
                                 skipped=case.skipped.get(key, "not measured")))  # fmt: skip
-        for other, limit in (("b", MAX_RATIO_VS_TRITON), ("d", MAX_RATIO_VS_BARE)):
-            ratio = best["a"] / best[other] if "a" in best and other in best else None
-            rows.append(row(f"launch, {tensors_label(case.count)}: ratio a/{other}", ratio, "ratio", group="ratio",
-                            tensors=case.count, path=f"a/{other}", target=f"a <= {limit:g} x {other}",
+        for ours, other, limit in (("a", "b", MAX_RATIO_VS_TRITON), ("a", "d", MAX_RATIO_VS_BARE),
+                                   ("jit_dev", "jit", MAX_RATIO_JIT)):
+            ratio = best[ours] / best[other] if ours in best and other in best else None
+            rows.append(row(f"launch, {tensors_label(case.count)}: ratio {ours}/{other}", ratio, "ratio",
+                            group="ratio", tensors=case.count, path=f"{ours}/{other}",
+                            target=f"{ours} <= {limit:g} x {other}",
                             target_met=None if ratio is None else ratio <= limit))  # fmt: skip
     return rows
 
@@ -1074,8 +1109,9 @@ def check_report(out_dir: pathlib.Path) -> list[str]:
         if missing:
             failures.append(f"row {entry.get('name')!r} lacks {missing}")
     targets = [r for r in payload["rows"] if r["target"]]
-    if len(targets) != 3 * len(TENSOR_COUNTS):
-        failures.append(f"{len(targets)} target rows, expected {3 * len(TENSOR_COUNTS)}")
+    # per tensor count: a/b, a/d, jit_dev/jit and the cold start
+    if len(targets) != 4 * len(TENSOR_COUNTS):
+        failures.append(f"{len(targets)} target rows, expected {4 * len(TENSOR_COUNTS)}")
     png = stem.with_suffix(".png")
     if png.exists() and png.read_bytes()[:4] != b"\x89PNG":
         failures.append("the plot is not a PNG")

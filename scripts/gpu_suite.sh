@@ -164,6 +164,12 @@ step check_cudadev 120 bash -c '"$0" -m devbridge check --device cudadev --plugi
 # (the worker is restarted) instead of ending the whole run.
 step pytest_cudadev 240 "${PYTEST[@]}" -n 1 --max-worker-restart=20 "$ROOT/plugins/cudadev/tests/python" \
   --junitxml="$OUT/junit_cudadev.xml"
+# The launcher benchmark: devbridge's launcher and kernel[grid] on cudadev vs
+# upstream Triton, PyTorch's static launcher and a bare cuLaunchKernel, same
+# process, same cubin (bench/README.md). GIT_COMMIT names the commit measured
+# (the machine's copy of .git may lag).
+step bench_triton_launch 240 env GIT_COMMIT="${GIT_COMMIT:-unknown}" "$PY" "$ROOT/bench/triton_launch.py" \
+  --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT"
 # GPU-marked devbridge tests (Triton, torch.compile, ...) run on cudadev.
 step pytest_gpu 240 --no-tests-ok env DEVBRIDGE_TEST_PLUGIN=torch_cudadev \
   "${PYTEST[@]}" "$ROOT/tests/python" -m gpu --junitxml="$OUT/junit_gpu.xml"

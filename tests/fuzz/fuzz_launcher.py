@@ -258,6 +258,12 @@ class Target:
     has_scratch: bool
 
 
+def fresh(error: BaseException) -> BaseException:
+    """A new exception like `error`: raising the stored one would attach a
+    traceback to it (a cycle back to the raiser, and a refcount that moves)."""
+    return type(error)(*error.args)
+
+
 # Odd objects. Each returns a value it stores (the same object every time),
 # so a reference the launcher fails to release shows on that object.
 
@@ -278,7 +284,7 @@ class DataPtrRaises:
         self.error = error
 
     def data_ptr(self):
-        raise self.error
+        raise fresh(self.error)
 
     def __repr__(self):
         return f"DataPtrRaises({self.error!r})"
@@ -300,7 +306,7 @@ class IndexLike:
 
     def __index__(self):
         if isinstance(self.value, BaseException):
-            raise self.value
+            raise fresh(self.value)
         return self.value
 
     def __repr__(self):
@@ -313,7 +319,7 @@ class FloatLike:
 
     def __float__(self):
         if isinstance(self.value, BaseException):
-            raise self.value
+            raise fresh(self.value)
         return self.value
 
     def __repr__(self):
@@ -931,7 +937,11 @@ class LauncherFuzzer:
             if obj is None or isinstance(obj, (bool, type, type(sys), type(len), type(lambda: 0))):
                 continue
             if type(obj) is int and -5 <= obj <= 256:
-                continue
+                continue  # cached small ints: shared with everything else
+            if type(obj) in (tuple, str, bytes, frozenset) and len(obj) == 0:
+                continue  # (), "", b"", frozenset(): interpreter-wide singletons
+            if type(obj) in (str, bytes) and len(obj) == 1:
+                continue  # 1-character strings are cached singletons too
             out.append(obj)
             if type(obj) in (list, tuple):
                 stack += [(x, depth + 1) for x in obj]

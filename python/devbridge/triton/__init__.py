@@ -10,18 +10,25 @@
                               `launcher_cls` (devbridge.launch has the
                               non-Triton face)
 
-Importing this package does not import Triton; activate() does.
+Importing this package imports neither Triton nor devbridge's extension
+(plugins declare their hardware from autoload hooks, possibly while devbridge
+itself is still being imported); activate() imports Triton.
 """
 
 from __future__ import annotations
 
 import threading
 
-from .. import _C
 from . import policy
 from .hardware import declare_hardware, declared
 
-Launcher = _C.Launcher
+
+def __getattr__(name):
+    if name == "Launcher":
+        from .._C import Launcher
+
+        return Launcher
+    raise AttributeError(f"module 'devbridge.triton' has no attribute {name!r}")
 
 _lock = threading.Lock()
 _driver = None

@@ -53,7 +53,8 @@ if not hasattr(torch, _BACKEND_NAME):
 
 
 def _install_devbridge() -> None:
-    """Put devbridge's DLPack exchange table in place when devbridge is installed.
+    """Put devbridge's DLPack exchange table in place and declare cudadev's Triton
+    hardware when devbridge is installed.
 
     devbridge is optional: when it is not installed, nothing happens. When it is
     installed but fails to import, cudadev still works and says why devbridge
@@ -73,6 +74,13 @@ def _install_devbridge() -> None:
     install = getattr(devbridge, "install", None)
     if install is not None:
         install()
+    # Triton: cudadev runs on NVIDIA GPUs, so NVIDIA's Triton compiler builds
+    # its kernels and devbridge launches the cubins through libcuda.
+    try:
+        from devbridge.triton import declare_hardware
+    except ImportError:  # a devbridge without the Triton integration
+        return
+    declare_hardware(_BACKEND_NAME, compiler="nvidia", kernel_runtime="cuda")
 
 
 _install_devbridge()

@@ -1,0 +1,77 @@
+"""The Triton check of `devbridge check`: a real @triton.jit kernel, compiled
+for the plugin's declared hardware and launched through devbridge's driver,
+runs on the current stream (ordered after work queued there before it)."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from .plugin import Backend
+from .registry import check
+from .result import CheckFailed, CheckResult
+
+N = 1 << 16
+BLOCK = 1024
+_DECLARE_FIX = ("declare the hardware from the plugin's autoload hook: "
+                "devbridge.triton.declare_hardware('{name}', compiler='nvidia', kernel_runtime='cuda') "
+                "(docs/plugin-authors.md, 'Triton')")
+
+
+def _skip(result: CheckResult, why: str) -> None:
+    result.skipped = True
+    result.detail = why
+
+
+@check("triton.kernel", "Triton kernel on the current stream")
+def _triton_kernel(backend: Backend, result: CheckResult) -> None:
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        _skip(result, "Triton is not installed (torch 2.13 pairs with triton==3.7.1, torch 2.11 with 3.6.0)")
+        return
+    import devbridge.triton
+
+    hardware = devbridge.triton.declared(backend.name)
+    if hardware is None:
+        _skip(result, f"'{backend.name}' declares no Triton hardware, so no compiler serves it; to enable: "
+                      + _DECLARE_FIX.format(name=backend.name))
+        return
+    from . import _triton_kernel
+
+    device = torch.device(backend.name, torch.accelerator.current_device_index())
+    set_delay = getattr(backend.module, "set_op_delay_us", None)
+    stream = torch.Stream(device=device)
+    grid = (N // BLOCK,)
+    with stream, devbridge.triton.activate():
+        x = torch.zeros(N, device=device)
+        out = torch.zeros(N, device=device)
+        _triton_kernel.add_one_kernel[grid](x, out, N, BLOCK=BLOCK)  # compile and load first
+        torch.accelerator.synchronize(device)
+        if set_delay is not None:
+            set_delay(20_000)  # queued work sleeps first: a kernel on another stream would read 0
+        try:
+            x.fill_(5.0)
+            _triton_kernel.add_one_kernel[grid](x, out, N, BLOCK=BLOCK)
+            seen = out.cpu()  # a copy on the same stream
+        finally:
+            if set_delay is not None:
+                set_delay(0)
+        torch.accelerator.synchronize(device)
+        launches = 50
+        start = time.perf_counter_ns()
+        for _ in range(launches):
+            _triton_kernel.add_one_kernel[grid](x, out, N, BLOCK=BLOCK)
+        per_launch = (time.perf_counter_ns() - start) / launches
+        torch.accelerator.synchronize(device)
+    if not torch.all(seen == 6.0):
+        raise CheckFailed(
+            f"the Triton kernel read {float(seen.min())}..{float(seen.max())}, not 5.0 + 1: it did not run after "
+            "the fill queued before it on the current stream",
+            "the plugin's getStreamNativeHandle must return the native stream the current torch.Stream runs on "
+            "(the driver launches there), and the declared kernel runtime must launch on it")
+    result.costs_ns["kernel[grid](...)"] = per_launch
+    order = "after the fill on the same stream (delay on)" if set_delay else "ordered (no delay knob)"
+    result.detail = (f"{hardware.compiler} compiler, {hardware.kernel_runtime if isinstance(hardware.kernel_runtime, str) else 'plugin'} "
+                     f"kernel runtime; ran {order}")
