@@ -71,6 +71,7 @@ import pathlib
 import random
 import struct
 import sys
+import warnings
 from typing import Any
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -91,6 +92,10 @@ try:
     import numpy
 except ImportError:
     numpy = None
+
+# An int subclass returned by __index__ is one of the odd values: expected, not news.
+warnings.filterwarnings("ignore", message=r"__index__ returned non-int", category=DeprecationWarning)
+warnings.filterwarnings("ignore", message=r".*requires_grad", category=UserWarning)  # a Parameter as a scalar
 
 MAX_PROGRAMS = 64  # larger grids get a zero axis: probe_args is a host call per program
 RANDOM_SIGNATURE_SEED = 20261130
@@ -256,6 +261,16 @@ class Target:
     out_pos: int  # the top-level argument holding parameter 0 (probe_args's output)
     num_params: int  # flattened, scratch pair included
     has_scratch: bool
+
+
+def text(value: str) -> str:
+    """A string object of its own (literals and identifiers are interned, shared
+    objects whose refcounts move with unrelated code): the refcount check can
+    then watch every string a call is given."""
+    return "".join(list(value)) if len(value) > 1 else value
+
+
+VICTIM = object()  # decode: load a throw-away kernel for this input
 
 
 def fresh(error: BaseException) -> BaseException:
@@ -573,7 +588,7 @@ class LauncherFuzzer:
             from triton.tools.tensor_descriptor import TensorDescriptor
 
             self.descs = {d: [TensorDescriptor(self.pool[d][0], [16, 16], [16, 1], [16, 16]),
-                              TensorDescriptor(self.pool[d][0], [8, 16], [16, 1], [8, 16], padding="nan",
+                              TensorDescriptor(self.pool[d][0], [8, 16], [16, 1], [8, 16], padding=text("nan"),
                                                round_f32_to_tf32=True)]
                           for d in self.devices}  # fmt: skip
 
@@ -583,8 +598,8 @@ class LauncherFuzzer:
         other = 1 - device
         host = self.cpu_pool[0]
         options = [
-            lambda: self.cpu_pool[0], lambda: self.out[other], lambda: "out", lambda: 1.5, lambda: Opaque(),
-            lambda: DataPtr("0x1000"), lambda: DataPtr(1.5), lambda: DataPtr(None), lambda: DataPtr(-1),
+            lambda: self.cpu_pool[0], lambda: self.out[other], lambda: text("out"), lambda: 1.5, lambda: Opaque(),
+            lambda: DataPtr(text("0x1000")), lambda: DataPtr(1.5), lambda: DataPtr(None), lambda: DataPtr(-1),
             lambda: DataPtr(1 << 64), lambda: DataPtr(1 << 200), lambda: DataPtr(True),
             lambda: DataPtr(host.data_ptr()), lambda: DataPtr(self.pool[other][0].data_ptr()),
             lambda: DataPtr(U64), lambda: DataPtrRaises(FuzzError("data_ptr raised")),
@@ -659,7 +674,7 @@ class LauncherFuzzer:
     def well_typed(self, r: Reader, node, device: int):
         """A value of the kind the parameter takes (mostly in range)."""
         if node is None:  # constexpr: the launcher drops whatever is passed
-            return r.pick([None, 1, 128, 16, True, "constexpr"]) if not r.odd(224) else self.zoo(r, 1)
+            return r.pick([None, 1, 128, 16, True, text("constexpr")]) if not r.odd(224) else self.zoo(r, 1)
         if isinstance(node, int):
             if node == 1:
                 return self.pointer_value(r, device)
@@ -683,8 +698,8 @@ class LauncherFuzzer:
         return values if as_list else tuple(values)
 
     def tensor_desc(self, r: Reader, node, device: int):
-        if self.descs and r.byte() < 64:
-            return r.pick(self.descs[device])  # a real triton TensorDescriptor
+        if self.descs and r.byte() < 64 and node[1] == 2:
+            return r.pick(self.descs[device])  # a real triton TensorDescriptor (2-d)
         return self.duck_desc(r, node, device, base_ok=True)
 
     def duck_desc(self, r: Reader, node, device: int, base_ok: bool):
@@ -709,7 +724,7 @@ class LauncherFuzzer:
             setattr(desc, field, items if r.byte() < 192 else tuple(items))
         b = r.byte()
         if b < 236:
-            desc.padding = r.pick(["zero", "nan", "zero"])
+            desc.padding = text(r.pick(["zero", "nan", "zero"]))
         elif b < 248:
             desc.padding = self.zoo(r, 1)
         b = r.byte()
@@ -744,7 +759,7 @@ class LauncherFuzzer:
         if kind == 6:
             return None
         if kind == 7:
-            return r.pick(STRINGS)
+            return text(r.pick(STRINGS))
         if kind == 8:
             return r.pick([b"", b"\x00" * 8, bytearray(b"ab"), memoryview(b"xyz")])
         if kind in (9, 10):
@@ -763,7 +778,7 @@ class LauncherFuzzer:
                                device=f"simdev:{d}")
         if kind == 16:
             value = r.pick([lambda: self.pool[d][0].data_ptr(), lambda: 0, lambda: U64, lambda: 1 << 64,
-                            lambda: -5, lambda: "7", lambda: 2.0, lambda: None, lambda: IntSub(8),
+                            lambda: -5, lambda: text("77"), lambda: 2.0, lambda: None, lambda: IntSub(8),
                             lambda: IndexLike(8), lambda: self.cpu_pool[0].data_ptr()])()
             return DataPtr(value)
         if kind == 17:
@@ -772,11 +787,11 @@ class LauncherFuzzer:
                            lambda: DataPtrPropertyRaises(), lambda: DataPtrRaises(MemoryError("fake"))])()
         if kind == 18:
             return IndexLike(r.pick([lambda: 5, lambda: -1, lambda: 1 << 64, lambda: 1 << 200, lambda: 2.5,
-                                     lambda: "1", lambda: FuzzError("__index__ raised"), lambda: True,
+                                     lambda: text("12"), lambda: FuzzError("__index__ raised"), lambda: True,
                                      lambda: IntSub(3)])())
         if kind == 19:
             return FloatLike(r.pick([lambda: 1.5, lambda: math.nan, lambda: 1e300, lambda: 3,
-                                     lambda: FuzzError("__float__ raised"), lambda: "x",
+                                     lambda: FuzzError("__float__ raised"), lambda: text("x1"),
                                      lambda: FloatSub(2.0)])())
         if kind == 20:
             return r.pick([Opaque, object, BadRepr])()
@@ -850,27 +865,29 @@ class LauncherFuzzer:
         if stream_choice >= 240:
             stream = r.pick([lambda: self._support.stream_of(f"simdev:{1 - device}"),
                              lambda: self.side[device].native_handle, lambda: self.side[1 - device].native_handle,
-                             lambda: 0, lambda: None, lambda: -1, lambda: 1 << 64, lambda: "s", lambda: 1.5,
+                             lambda: 0, lambda: None, lambda: -1, lambda: 1 << 64, lambda: text("s0"), lambda: 1.5,
                              lambda: r.raw(8), lambda: r.below(32), lambda: IndexLike(stream)])()  # fmt: skip
         function = self.kernels[device].function
         victim = None
         f = r.byte()
         if f >= 240:
             function = r.pick([lambda: self.kernels[1 - device].function, lambda: 0, lambda: None, lambda: -1,
-                               lambda: 1 << 64, lambda: "f", lambda: 1.5, lambda: r.below(16), lambda: r.raw(8),
-                               lambda: self.unloaded_handle, lambda: "victim"])()  # fmt: skip
-            if function == "victim" and r.odd(128):
+                               lambda: 1 << 64, lambda: text("f0"), lambda: 1.5, lambda: r.below(16), lambda: r.raw(8),
+                               lambda: self.unloaded_handle, lambda: VICTIM])()  # fmt: skip
+            if function is VICTIM:
+                function = text("victim")
+            if isinstance(function, str) and function == "victim" and r.odd(128):
                 victim = self._support.load("probe_args", f"simdev:{device}")
                 function = victim.function
         packed = target.packed
         if r.byte() >= 240:
             packed = r.pick([lambda: tuple(list(target.packed)), lambda: (1, 1, 0), lambda: (0, 0, 0),
                              lambda: (8, 2, 1024), lambda: (4, 0x7FFFFFFF, 0), lambda: (4, 1, -1), lambda: (4, 1),
-                             lambda: (4, 1, 0, 0), lambda: [4, 1, 0], lambda: None, lambda: (4, "1", 0),
+                             lambda: (4, 1, 0, 0), lambda: [4, 1, 0], lambda: None, lambda: (4, text("10"), 0),
                              lambda: (1 << 31, 1, 0), lambda: (4, 1, 1 << 63), lambda: (IndexLike(4), 1, 0),
-                             lambda: (1.0, 1, 0), lambda: (), lambda: "4,1,0", lambda: (True, True, False),
+                             lambda: (1.0, 1, 0), lambda: (), lambda: text("4,1,0"), lambda: (True, True, False),
                              lambda: (0x7FFFFFFF, 1, 0x7FFFFFFF)])()  # fmt: skip
-        launch_metadata = r.pick([None, None, {"name": target.name}, "md", 5, Opaque()])
+        launch_metadata = r.pick([None, None, {"name": target.name}, text("md"), 5, Opaque()])
 
         mode = r.byte()
         corrupt_one = r.below(max(count, 1)) if 112 <= mode < 200 else -1
@@ -956,7 +973,7 @@ class LauncherFuzzer:
         """The libFuzzer entry point: decode, call, check. Returns the outcome."""
         call = self.decode(data)
         try:
-            return self.check(call)
+            outcome = self.check(call)
         finally:
             self._break_cycles(call["positional"])
             if call["victim"] is not None:
@@ -965,13 +982,15 @@ class LauncherFuzzer:
                 except ValueError:
                     pass  # the input's enter hook unloaded it
             del call
+        # Only after a clean check: a Violation's traceback keeps the call alive.
+        memory = self.memory()
+        if memory != self.baseline:
+            gc.collect()
             memory = self.memory()
-            if memory != self.baseline:
-                gc.collect()
-                memory = self.memory()
-            if memory != self.baseline:
-                raise Violation(f"simdev memory allocated {memory} after the input, baseline {self.baseline}: "
-                                "the launcher kept a tensor or scratch alive")
+        if memory != self.baseline:
+            raise Violation(f"simdev memory allocated {memory} after the input, baseline {self.baseline}: "
+                            "the launcher kept a tensor or scratch alive")
+        return outcome
 
     @staticmethod
     def _break_cycles(positional: list) -> None:

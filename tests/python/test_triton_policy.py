@@ -260,10 +260,13 @@ def test_the_device_name_is_a_parameter(monkeypatch):
     torch_plugin.configure(device_name="otherdev")
     try:
         assert policy.call("device_name") == "otherdev"
+        monkeypatch.setenv("DEVBRIDGE_TRITON_DEVICE", "envdev")
+        torch_plugin.configure(device_name=None)  # the environment is read again
+        assert policy.call("device_name") == "envdev"
     finally:
+        monkeypatch.delenv("DEVBRIDGE_TRITON_DEVICE")
         torch_plugin.configure(device_name=None)
-    monkeypatch.setenv("DEVBRIDGE_TRITON_DEVICE", "envdev")
-    assert policy.call("device_name") == "envdev"
+    assert policy.call("device_name") == "simdev"
 
 
 # ---------------------------------------------------------------- no vendor import

@@ -63,6 +63,7 @@ def activate():
     with _lock:
         current = _triton_api.active_driver_or_none()
         if current is not ours:
+            ours.bind_policy()  # the environment may name another policy by now
             _previous.append(current)
             _triton_api.driver_config().set_active(ours)
     return ours

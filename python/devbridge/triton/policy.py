@@ -15,9 +15,11 @@ category can be selected by name.
 The active policy is, in order: the last select(), the environment variable
 DEVBRIDGE_TRITON_POLICY, TRITON_BACKEND (what Ascend-backend users already
 set), else "torch_plugin" (devbridge's generic policy for any PrivateUse1
-plugin). Nothing is frozen: a later select() or a changed environment takes
-effect at the next call. An unknown name is an error listing the registered
-ones.
+plugin). Nothing is frozen at the first call: active() reads the
+environment every time, and devbridge's driver, which binds the active
+policy's functions for its hot path, rebinds them at every select(),
+register() and activate(). An unknown name is an error listing the
+registered ones.
 """
 
 from __future__ import annotations
@@ -32,6 +34,22 @@ ENVIRONMENT = ("DEVBRIDGE_TRITON_POLICY", "TRITON_BACKEND")
 _lock = threading.Lock()
 _registry: dict[str, dict[str, Callable]] = {}
 _selected: str | None = None
+# Called after every select() and register(): devbridge's driver binds the
+# active policy's functions once (its hot path calls them directly) and
+# rebinds when the choice changes.
+_listeners: list[Callable[[], None]] = []
+
+
+def add_listener(listener: Callable[[], None]) -> None:
+    with _lock:
+        _listeners.append(listener)
+
+
+def _notify() -> None:
+    with _lock:
+        listeners = list(_listeners)
+    for listener in listeners:
+        listener()
 
 
 def register(category: str, method: str, fn: Callable | None = None):
@@ -51,6 +69,7 @@ def register(category: str, method: str, fn: Callable | None = None):
                 raise ValueError(f"devbridge: policy method {category}.{method} is already registered "
                                  f"({methods[method]!r}); register it under another category")
             methods[method] = function
+        _notify()
         return function
 
     return add if fn is None else add(fn)
@@ -84,6 +103,7 @@ def select(name: str | None) -> None:
             if name not in _registry:
                 raise ValueError(_unknown(name))
     _selected = name
+    _notify()
 
 
 def active() -> str:
@@ -108,8 +128,8 @@ def active() -> str:
     return name
 
 
-def execute(category: str, method: str, *args, **kwargs):
-    """Call `method` of `category`."""
+def lookup(category: str, method: str) -> Callable:
+    """The function registered as `method` of `category`."""
     _ensure_builtin()
     with _lock:
         methods_of = _registry.get(category)
@@ -119,7 +139,12 @@ def execute(category: str, method: str, *args, **kwargs):
         if function is None:
             raise ValueError(f"devbridge: the Triton host-runtime policy {category!r} has no method {method!r}; "
                              f"it has: {', '.join(sorted(methods_of))}")
-    return function(*args, **kwargs)
+    return function
+
+
+def execute(category: str, method: str, *args, **kwargs):
+    """Call `method` of `category`."""
+    return lookup(category, method)(*args, **kwargs)
 
 
 def call(method: str, *args, **kwargs):
@@ -134,4 +159,5 @@ def _ensure_builtin() -> None:
         from . import torch_plugin  # noqa: F401
 
 
-__all__ = ["DEFAULT", "active", "call", "categories", "execute", "methods", "register", "select"]
+__all__ = ["DEFAULT", "active", "add_listener", "call", "categories", "execute", "lookup", "methods", "register",
+           "select"]

@@ -25,20 +25,27 @@ from .policy import register
 
 CATEGORY = "torch_plugin"
 _configured_name: str | None = None
+_resolved_name: str | None = None  # cached: the hot path reads it on every launch
 
 
 def configure(*, device_name: str | None) -> None:
-    """Serve `device_name` (None: the PrivateUse1 backend's name)."""
-    global _configured_name
+    """Serve `device_name`; None: DEVBRIDGE_TRITON_DEVICE, else the PrivateUse1
+    backend's name (both read again at the next call)."""
+    global _configured_name, _resolved_name
     _configured_name = device_name
+    _resolved_name = None
 
 
 @register(CATEGORY, "device_name")
 def device_name() -> str:
-    name = _configured_name or os.environ.get("DEVBRIDGE_TRITON_DEVICE") or _C.plugin_name()
-    if not name:
-        raise RuntimeError("devbridge: the torch_plugin Triton policy serves a PrivateUse1 plugin, and none is "
-                           "loaded in this process; import the plugin first (or let torch autoload it)")
+    global _resolved_name
+    name = _resolved_name
+    if name is None:
+        name = _configured_name or os.environ.get("DEVBRIDGE_TRITON_DEVICE") or _C.plugin_name()
+        if not name:
+            raise RuntimeError("devbridge: the torch_plugin Triton policy serves a PrivateUse1 plugin, and none "
+                               "is loaded in this process; import the plugin first (or let torch autoload it)")
+        _resolved_name = name
     return name
 
 
@@ -47,10 +54,14 @@ def _device(index: int | None = None) -> torch.device:
     return torch.device(name, _C.current_device(name) if index is None else index)
 
 
+_current_device = _C.current_device
+_current_stream = _C.current_stream
+
+
 @register(CATEGORY, "get_current_device")
 def get_current_device() -> int:
     """The calling thread's current device index of the plugin."""
-    return _C.current_device(device_name())
+    return _current_device(_resolved_name or device_name())
 
 
 @register(CATEGORY, "set_current_device")
@@ -61,8 +72,8 @@ def set_current_device(device_id: int) -> None:
 @register(CATEGORY, "get_current_stream")
 def get_current_stream(device: int | None = None) -> int:
     """The native handle of the calling thread's current stream on `device`."""
-    name = device_name()
-    return _C.current_stream(name, _C.current_device(name) if device is None else int(device))
+    name = _resolved_name or device_name()
+    return _current_stream(name, _current_device(name) if device is None else device)
 
 
 @register(CATEGORY, "get_active_torch_device")

@@ -38,11 +38,21 @@ class PluginDeviceIndex(int):
     def __ne__(self, other):
         return not self.__eq__(other)
 
-    def __hash__(self):
-        return hash(("devbridge-plugin-device", int(self)))
+    # int's own (C) hash: a dict finds the one canonical instance by identity
+    # without a Python-level __eq__ call; next to a plain int of the same
+    # value the two still differ by __eq__.
+    __hash__ = int.__hash__
 
     def __repr__(self):
         return f"PluginDeviceIndex({int(self)})"
+
+
+_INDICES = [PluginDeviceIndex(i) for i in range(256)]
+
+
+def plugin_device_index(index: int) -> PluginDeviceIndex:
+    """The canonical PluginDeviceIndex of `index` (one object per index)."""
+    return _INDICES[index] if 0 <= index < len(_INDICES) else PluginDeviceIndex(index)
 
 
 class DevbridgeUtils:
@@ -54,7 +64,7 @@ class DevbridgeUtils:
     def load_binary(self, name, kernel, shared, device):
         from devbridge import launch
 
-        loaded = launch.load_binary(kernel, name, device=self._driver.torch_device(device),
+        loaded = launch.load_binary(kernel, name, device=self._driver.torch_device(int(device)),
                                     runtime=self._driver.kernel_runtime(), shared=shared)
         return loaded.module, loaded.function, loaded.n_regs, loaded.n_spills, loaded.n_max_threads
 
@@ -87,9 +97,35 @@ class DevbridgeDriver(DriverBase):
         super().__init__()
         from devbridge.triton import Launcher
 
+        from devbridge.triton import policy
+
         self.launcher_cls = Launcher
         self.utils = DevbridgeUtils(self)
         self._runtimes = {}
+        self.bind_policy()
+        policy.add_listener(self.bind_policy)
+
+    def bind_policy(self) -> None:
+        """Bind the active policy's device and stream functions as this
+        driver's get_current_device / get_current_stream: Triton's JIT calls
+        both on every launch, so they go straight to the policy's functions.
+        Called again at every select(), register() and activate()."""
+        from devbridge.triton import policy
+
+        name = policy.active()
+        device_fn = policy.lookup(name, "get_current_device")
+        stream_fn = policy.lookup(name, "get_current_stream")
+        indices, count = _INDICES, len(_INDICES)
+
+        def get_current_device():
+            index = device_fn()
+            return indices[index] if 0 <= index < count else PluginDeviceIndex(index)
+
+        def get_current_stream(device=None):
+            return stream_fn(device)
+
+        self.get_current_device = get_current_device
+        self.get_current_stream = get_current_stream
 
     # -- policy
     @staticmethod
@@ -106,14 +142,11 @@ class DevbridgeDriver(DriverBase):
 
         return torch.device(self.device_name(), self.get_current_device() if index is None else int(index))
 
-    def get_current_device(self) -> int:
-        return PluginDeviceIndex(self._call("get_current_device"))
+    # get_current_device() and get_current_stream(device=None) are bound per
+    # instance by bind_policy().
 
     def set_current_device(self, device) -> None:
         self._call("set_current_device", int(device))
-
-    def get_current_stream(self, device=None) -> int:
-        return self._call("get_current_stream", None if device is None else int(device))
 
     def get_active_torch_device(self):
         return self._call("get_active_torch_device")
