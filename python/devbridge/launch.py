@@ -48,21 +48,37 @@ class LoadedBinary(NamedTuple):
 def kernel_runtime(name: str, *, library: str | None = None):
     """A kernel runtime (PyCapsule "devbridge_kernel_runtime").
 
-    `name`: "cuda" (cubins; libcuda.so.1 opened on first use) or "simdev"
-    (shared libraries of host-function kernels; `library` is the simdev
-    runtime library, torch_simdev.runtime_library_path()).
+    `name`: "cuda" (cubins; libcuda.so.1 opened on first use), "simdev"
+    (shared libraries of host-function kernels) or "simdev-interpreter"
+    (simdev's Triton target: kernels run by Triton's interpreter); for both
+    simdev ones `library` is the simdev runtime library,
+    torch_simdev.runtime_library_path().
     """
     if name == "cuda":
         if library is not None:
             raise ValueError("devbridge: the cuda kernel runtime takes no library (it opens libcuda.so.1)")
         return _C.cuda_kernel_runtime()
-    if name == "simdev":
+    if name in ("simdev", "simdev-interpreter"):
         if not library:
-            raise ValueError("devbridge: the simdev kernel runtime needs library=<path of "
+            raise ValueError(f"devbridge: the {name} kernel runtime needs library=<path of "
                              "libsimdev_runtime.so> (torch_simdev.runtime_library_path())")
-        return _C.simdev_kernel_runtime(library)
-    raise ValueError(f"devbridge: unknown kernel runtime {name!r}; devbridge has 'cuda' and 'simdev', "
+        if name == "simdev":
+            return _C.simdev_kernel_runtime(library)
+        return _C.simdev_interpreter_kernel_runtime(library, _simdev_interpreter_trampoline())
+    raise ValueError(f"devbridge: unknown kernel runtime {name!r}; devbridge has 'cuda', 'simdev' and "
+                     "'simdev-interpreter', "
                      "and a plugin may pass its own table as a 'devbridge_kernel_runtime' capsule")
+
+
+def _simdev_interpreter_trampoline() -> str:
+    import glob
+    import os
+
+    found = glob.glob(os.path.join(os.path.dirname(os.path.abspath(_C.__file__)), "_simdev_interpreter*.so"))
+    if not found:
+        raise RuntimeError("devbridge: the simdev interpreter trampoline (_simdev_interpreter.so) is missing from "
+                           "the devbridge package; reinstall devbridge")
+    return found[0]
 
 
 def load_binary(image: bytes, kernel_name: str, *, device=None, runtime, shared: int = 0) -> LoadedBinary:

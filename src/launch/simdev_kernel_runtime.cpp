@@ -86,33 +86,55 @@ std::string WriteImage(const void* image, size_t size) {
   return path;
 }
 
-int Load(void* self, int32_t device_id, const void* image, size_t image_size, const char* kernel_name,
-         uint32_t, DevbridgeLoadedKernel* out) {
-  return AdapterCall([&] {
-    const auto& r = *static_cast<const SimdevRuntime*>(self);
-    if (image == nullptr || image_size == 0) throw std::runtime_error("the kernel library image is empty");
-    if (kernel_name == nullptr || *kernel_name == '\0') throw std::runtime_error("no kernel name");
-    if (out == nullptr) throw std::runtime_error("out is NULL");
-    (void)device_id;  // simdev modules serve every device; launches name theirs
-    const std::string path = WriteImage(image, image_size);
-    void* module = nullptr;
-    const sdError loaded = r.fn.sdModuleLoad(&module, path.c_str());
-    unlink(path.c_str());  // the mapping keeps the file's contents alive
-    Check(r, loaded, "sdModuleLoad");
+// Loads `image` as a simdev module and looks up `kernel_name`. With a
+// setup symbol, calls that extern "C" function of the freshly loaded copy
+// with `setup_arg` before anything can launch it (the library file is still
+// there to be opened by path, and the copy is this load's own).
+void LoadModule(const SimdevRuntime& r, const void* image, size_t image_size, const char* kernel_name,
+                const char* setup_symbol, const void* setup_arg, DevbridgeLoadedKernel* out) {
+  if (image == nullptr || image_size == 0) throw std::runtime_error("the kernel library image is empty");
+  if (kernel_name == nullptr || *kernel_name == '\0') throw std::runtime_error("no kernel name");
+  if (out == nullptr) throw std::runtime_error("out is NULL");
+  const std::string path = WriteImage(image, image_size);
+  struct Unlink {
+    const std::string& path;
+    ~Unlink() { unlink(path.c_str()); }  // the mapping keeps the file's contents alive
+  } unlink_after{path};
+  void* module = nullptr;
+  Check(r, r.fn.sdModuleLoad(&module, path.c_str()), "sdModuleLoad");
+  try {
     void* function = nullptr;
     const sdError found = r.fn.sdModuleGetFunction(&function, module, kernel_name);
     if (found != kSdSuccess) {
-      const std::string message = std::string("sdModuleGetFunction('") + kernel_name +
-                                  "') failed: " + r.fn.sdGetErrorName(found) + ": " +
-                                  r.fn.sdGetLastErrorString();
-      r.fn.sdModuleUnload(module);
-      throw std::runtime_error(message);
+      throw std::runtime_error(std::string("sdModuleGetFunction('") + kernel_name + "') failed: " +
+                               r.fn.sdGetErrorName(found) + ": " + r.fn.sdGetLastErrorString());
+    }
+    if (setup_symbol != nullptr) {
+      void* copy = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);  // the copy simdev loaded
+      void* setup = copy ? dlsym(copy, setup_symbol) : nullptr;
+      if (setup == nullptr) {
+        if (copy) dlclose(copy);
+        throw std::runtime_error(std::string("the kernel library has no function ") + setup_symbol);
+      }
+      reinterpret_cast<void (*)(const void*)>(setup)(setup_arg);
+      dlclose(copy);
     }
     out->module = module;
     out->function = function;
     out->num_regs = 0;
     out->num_spills = 0;
     out->max_threads = 1 << 30;  // a program is one host call: no thread limit
+  } catch (...) {
+    r.fn.sdModuleUnload(module);
+    throw;
+  }
+}
+
+int Load(void* self, int32_t, const void* image, size_t image_size, const char* kernel_name, uint32_t,
+         DevbridgeLoadedKernel* out) {
+  // simdev modules serve every device; launches name theirs.
+  return AdapterCall([&] {
+    LoadModule(*static_cast<const SimdevRuntime*>(self), image, image_size, kernel_name, nullptr, nullptr, out);
   });
 }
 
@@ -217,6 +239,21 @@ std::unique_ptr<SimdevRuntime> OpenSimdev(const std::string& path) {
 }
 
 }  // namespace
+
+void LoadSimdevModuleWithSetup(const DevbridgeKernelRuntime* simdev, const void* image, size_t image_size,
+                               const char* kernel_name, const char* setup_symbol, const void* setup_arg,
+                               DevbridgeLoadedKernel* out) {
+  if (simdev == nullptr || simdev->load != &Load) {
+    throw Error(ErrorKind::kValue, "devbridge: LoadSimdevModuleWithSetup needs devbridge's simdev kernel runtime");
+  }
+  try {
+    LoadModule(*static_cast<const SimdevRuntime*>(simdev->self), image, image_size, kernel_name, setup_symbol,
+               setup_arg, out);
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::kRuntime, std::string("devbridge: loading kernel '") + kernel_name +
+                                         "' on the simdev kernel runtime failed: " + e.what());
+  }
+}
 
 const DevbridgeKernelRuntime* SimdevKernelRuntime(const std::string& library_path) {
   static std::mutex mutex;

@@ -11,6 +11,7 @@
 #include "devbridge/error.h"
 #include "launch/kernel_runtimes.h"
 #include "launch/loaded_kernels.h"
+#include "launch/py_interpreter_runtime.h"
 #include "launch/py_launcher.h"
 #include "python/bindings.h"
 
@@ -95,6 +96,13 @@ void BindLaunch(py::module_& m) {
       "simdev_kernel_runtime",
       [](const std::string& library) { return RuntimeCapsule(launch::SimdevKernelRuntime(library)); },
       py::arg("library"), "The simdev kernel runtime behind the simdev library at `library`.");
+  m.def(
+      "simdev_interpreter_kernel_runtime",
+      [](const std::string& library, const std::string& trampoline) {
+        return RuntimeCapsule(launch::SimdevInterpreterKernelRuntime(library, trampoline));
+      },
+      py::arg("library"), py::arg("trampoline"),
+      "simdev's Triton target: interpreter descriptions run by copies of the trampoline library.");
   m.def(
       "kernel_runtime_name",
       [](const py::capsule& capsule) { return std::string(ValidRuntime(capsule)->name); },

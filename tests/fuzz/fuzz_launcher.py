@@ -7,6 +7,7 @@ argument tuples, on launchers built from real descriptors, launching on simdev.
     python tests/fuzz/fuzz_launcher.py --replay FILE...  # replay inputs (crash artifacts), no engine
     python tests/fuzz/fuzz_launcher.py --write-seeds DIR # the seed corpus run.sh starts from
     pytest tests/python/test_fuzz_launcher_smoke.py      # a fixed corpus, in every CI run
+                                                         # (through --smoke-replay and --leak-check)
 
 The launchers (built once per process, always the same, in the same order, so
 an input means the same call in every process):
@@ -21,7 +22,7 @@ an input means the same call in every process):
 Each is paired with simdev's `probe_args` kernel (tests/python/kernels/
 simdev_launch_kernels.cc) loaded on simdev:0 or simdev:1.
 
-Every input decodes (tests below: `decode`) into one launcher call: right or
+Every input decodes (LauncherFuzzer.decode) into one launcher call: right or
 wrong argument count, grid, stream, function handle, packed metadata, hooks,
 and per argument a well-typed value or a random object (ints of any size,
 floats incl. nan/inf/huge, str, bytes, nested lists/tuples, tensors of many
@@ -45,18 +46,26 @@ A violation raises `Violation` (an AssertionError), which libFuzzer reports.
 
 Safety: probe_args writes up to 2*num_params+1 int64 through its FIRST
 parameter and reads nothing else. So the argument holding parameter 0 is
-always the real output tensor of the kernel's device (or, as a tensor
-descriptor, a descriptor whose base is), unless the input picks a value the
-launcher must refuse (a cpu tensor, the other device's tensor, a data_ptr()
-that raises or returns a non-int or a host address, ...): never an int, None
-or a data_ptr() returning 0 there. Grids with more than MAX_PROGRAMS programs
-get a zero axis (they still pack every argument, launch nothing).
+always the real output tensor of the kernel's device, 2*max(num_params)+1
+(at least 64) int64 long (as a view, its address or data_ptr(); as a tensor
+descriptor, a descriptor whose base is it), unless the input picks a value
+the launcher must refuse (a cpu tensor, the other device's tensor, a
+data_ptr() that raises or returns a non-int or a host address, ...): never
+None, 0, another int or a data_ptr() returning 0 there. Only probe_args
+kernels are loaded, so a random function handle is one of them (or none);
+a refused value that lives on the other device is that device's output
+tensor, so the other device's probe_args cannot write anywhere else either.
+Grids with more than MAX_PROGRAMS programs get a zero axis (they still pack
+every argument, launch nothing).
 
 Known launcher bugs (reported, not fixed here): inputs that mutate a
 container while the launcher is packing it crash the process or make it read
 freed memory. They are only generated with `--hostile` (FUZZ_LAUNCHER_HOSTILE=1
-for run.sh); tests/python/test_fuzz_launcher_smoke.py replays a minimal
-reproducer of each (KNOWN_BUGS below).
+for run.sh), which finds the crash within seconds; hostile runs skip the
+refcount check (those objects drop references on purpose) and the
+use-after-free reads stale values rather than crashing, so
+tests/python/test_fuzz_launcher_smoke.py replays a minimal reproducer of each
+(KNOWN_BUGS below) that checks for it.
 """
 
 from __future__ import annotations
@@ -93,8 +102,8 @@ try:
 except ImportError:
     numpy = None
 
-# An int subclass returned by __index__ is one of the odd values: expected, not news.
-warnings.filterwarnings("ignore", message=r"__index__ returned non-int", category=DeprecationWarning)
+# An int (float) subclass from __index__ (__float__) is one of the odd values: expected, not news.
+warnings.filterwarnings("ignore", message=r"__(index|float)__ returned non-(int|float)", category=DeprecationWarning)
 warnings.filterwarnings("ignore", message=r".*requires_grad", category=UserWarning)  # a Parameter as a scalar
 
 MAX_PROGRAMS = 64  # larger grids get a zero axis: probe_args is a host call per program
@@ -108,7 +117,7 @@ class Violation(AssertionError):
 
 class FuzzError(Exception):
     """Raised on purpose by the fuzzer's own objects (hooks, data_ptr, __index__):
-    the launcher must propagate it unchanged."""
+    the launcher propagates it or replaces it with its own error, both fine."""
 
 
 # ---------------------------------------------------------------- real Triton kernels
@@ -260,7 +269,6 @@ class Target:
     packed: Any
     out_pos: int  # the top-level argument holding parameter 0 (probe_args's output)
     num_params: int  # flattened, scratch pair included
-    has_scratch: bool
 
 
 def text(value: str) -> str:
@@ -494,7 +502,8 @@ class _Lazy:
     def __str__(self):
         return self.make()
 
-    __format__ = lambda self, spec: format(str(self), spec)  # noqa: E731
+    def __format__(self, spec):
+        return format(self.make(), spec)
 
 
 class LauncherFuzzer:
@@ -532,12 +541,9 @@ class LauncherFuzzer:
         self.targets = []
         for name, launcher, plan, packed in targets:
             out_pos = next(i for i, node in enumerate(plan) if node is not None)
-            md = launcher.metadata
             for device in self.devices:
-                self.targets.append(Target(
-                    f"{name}@simdev:{device}", launcher, plan, device, packed, out_pos,
-                    len(launcher.param_sizes),
-                    md["global_scratch_size"] > 0 or md["profile_scratch_size"] > 0))  # fmt: skip
+                self.targets.append(Target(f"{name}@simdev:{device}", launcher, plan, device, packed, out_pos,
+                                           len(launcher.param_sizes)))
         words = max(64, max(2 * t.num_params + 1 for t in self.targets))
         self.out = {d: torch.zeros(words, dtype=torch.int64, device=f"simdev:{d}") for d in self.devices}
         self._build_pools()
@@ -594,19 +600,21 @@ class LauncherFuzzer:
 
     def refused_pointer(self, r: Reader, device: int):
         """A value the launcher must refuse for a pointer parameter of a kernel
-        on `device` (safe at parameter 0: it can never be launched with)."""
+        on `device`, safe at parameter 0: never launched with, except by the
+        other device's probe_args (a random function handle), and what is on
+        the other device is that device's output tensor."""
         other = 1 - device
         host = self.cpu_pool[0]
         options = [
             lambda: self.cpu_pool[0], lambda: self.out[other], lambda: text("out"), lambda: 1.5, lambda: Opaque(),
             lambda: DataPtr(text("0x1000")), lambda: DataPtr(1.5), lambda: DataPtr(None), lambda: DataPtr(-1),
             lambda: DataPtr(1 << 64), lambda: DataPtr(1 << 200), lambda: DataPtr(True),
-            lambda: DataPtr(host.data_ptr()), lambda: DataPtr(self.pool[other][0].data_ptr()),
+            lambda: DataPtr(host.data_ptr()), lambda: DataPtr(self.out[other].data_ptr()),
             lambda: DataPtr(U64), lambda: DataPtrRaises(FuzzError("data_ptr raised")),
             lambda: DataPtrRaises(AttributeError("inner attribute error")), lambda: DataPtrNotCallable(),
             lambda: DataPtrPropertyRaises(), lambda: -1, lambda: 1 << 64, lambda: -(1 << 70),
             lambda: [self.out[device]], lambda: (self.out[device],), lambda: b"\0" * 8, lambda: 1j,
-            lambda: BadRepr(), lambda: self.pool[other][3], lambda: torch.zeros(64, dtype=torch.int64),
+            lambda: BadRepr(), lambda: self.out[other].view(torch.float64), lambda: torch.zeros(64, dtype=torch.int64),
         ]
         return r.pick(options)()
 
@@ -914,7 +922,7 @@ class LauncherFuzzer:
         positional[7], positional[8] = enter, exit_
         keywords = {"stream": stream} if r.odd(252) else {}
         return {"target": target, "positional": positional[:fixed] if fixed < 9 else positional,
-                "keywords": keywords, "grid": grid, "victim": victim}
+                "built": positional, "keywords": keywords, "grid": grid, "victim": victim}
 
     # ------------------------------------------------------------ checks
 
@@ -975,7 +983,7 @@ class LauncherFuzzer:
         try:
             outcome = self.check(call)
         finally:
-            self._break_cycles(call["positional"])
+            self._break_cycles(call["built"])
             if call["victim"] is not None:
                 try:
                     self._launch.unload(call["victim"].function)
@@ -1005,19 +1013,30 @@ class LauncherFuzzer:
         target: Target = call["target"]
         positional, keywords = call["positional"], call["keywords"]
         launcher = target.launcher
-        out = self.out[target.device]
-        out.zero_()
+        for out in self.out.values():  # a random handle may run the other device's probe_args
+            out.zero_()
         self.sync()
-        tracked = self._tracked(positional)
-        before = [sys.getrefcount(obj) for obj in tracked]
-        error_type = error_text = None
+        # Hostile inputs drop references on purpose (that is the bug they hit),
+        # and holding their objects here would keep freed ones alive: no
+        # refcount check for them, only crashes.
+        tracked = [] if self.hostile else self._tracked(positional)
+        # No garbage collection between the two refcount snapshots: collecting
+        # an earlier input's cycle that shares an object with this call would
+        # change its refcount here.
+        gc.disable()
         try:
-            result = launcher(*positional, **keywords)
-        except Exception as error:  # noqa: BLE001 - judged below
-            error_type, error_text = type(error), str(error)
-            result = None
-        self._reset(target)
-        self.sync()
+            before = [sys.getrefcount(obj) for obj in tracked]
+            error_type = error_text = None
+            try:
+                result = launcher(*positional, **keywords)
+            except Exception as error:  # noqa: BLE001 - judged below
+                error_type, error_text = type(error), str(error)
+                result = None
+            self._reset(target)
+            self.sync()
+            after = [sys.getrefcount(obj) for obj in tracked]
+        finally:
+            gc.enable()
         self.inputs += 1
         where = _Lazy(lambda: f"{target.name} called with {self.describe(call)}")
         if error_type is SystemError or (error_type is not None and issubclass(error_type, SystemError)):
@@ -1026,7 +1045,6 @@ class LauncherFuzzer:
             raise Violation(f"{error_type.__name__} without a message: {where}")
         if result is not None:
             raise Violation(f"the launcher returned {result!r}, not None: {where}")
-        after = [sys.getrefcount(obj) for obj in tracked]
         leaked = [(obj, a - b) for obj, b, a in zip(tracked, before, after) if a != b]
         if leaked:
             shown = ", ".join(f"{type(o).__name__} {self.short(o)} {delta:+d}" for o, delta in leaked[:5])
@@ -1035,14 +1053,17 @@ class LauncherFuzzer:
         enter, exit_ = (positional[7], positional[8]) if len(positional) >= 9 else (None, None)
         launched = (error_type is None and len(positional) >= 9 and all(isinstance(g, int) for g in grid)
                     and math.prod(int(g) for g in grid) > 0)  # fmt: skip
-        words = out.cpu().tolist()
+        records = [words for words in (out.cpu().tolist() for out in self.out.values()) if any(words)]
         if launched:
             sizes = list(launcher.param_sizes)
+            if len(records) != 1:
+                raise Violation(f"the launch left {len(records)} probe records, not 1: {where}")
+            words = records[0]
             seen = [words[1 + 2 * i] for i in range(min(words[0], len(sizes)))]
             if words[0] != len(sizes) or seen != sizes:
                 raise Violation(f"probe_args saw {words[0]} parameters of sizes {seen}, the launcher has "
                                 f"{sizes}: {where}")
-        elif any(words) and error_type is not None and not self._live(exit_) and not isinstance(enter, Reentrant):
+        elif records and error_type is not None and not self._live(exit_) and not isinstance(enter, Reentrant):
             raise Violation(f"the launcher raised {error_type.__name__} ({error_text}) but the kernel ran: {where}")
         outcome = "launched" if launched else ("returned" if error_type is None else f"raised {error_type.__name__}")
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1

@@ -14,6 +14,11 @@ versions each was checked on (3.6.0 on the H200, 3.7.1 in CI).
                                          subclass of its own so plugin-device
                                          compiles never share an entry with
                                          another driver's device of the same index
+  triton.compiler.compiler.compile       its local `src` (the ASTSource being
+                                         compiled), read by simdev's target in
+                                         add_stages: a stage sees only the IR,
+                                         and the interpreter needs the Python
+                                         function (3.6.0, 3.7.1)
   triton.knobs.HookChain                 the type of an empty launch hook
                                          (3.6.0, 3.7.1; absent before 3.5,
                                          where hooks are None)
@@ -68,6 +73,21 @@ def restore_active_driver(previous) -> None:
         config._active = None
     else:
         config.set_active(previous)
+
+
+def compiling_source():
+    """The ASTSource that triton.compile() is compiling on this thread, or None."""
+    import sys
+
+    import triton.compiler.compiler as compiler_module
+
+    code = compiler_module.compile.__code__
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is code:
+            return frame.f_locals.get("src")
+        frame = frame.f_back
+    return None
 
 
 def hook_chain_type():

@@ -10,8 +10,9 @@ workers, fresh interpreters, see it too):
                   module path "pkg.compiler:ClassName"; "interpreter" runs
                   kernels with Triton's interpreter (simdev, tests only)
   kernel_runtime  how devbridge loads and launches those binaries: "cuda",
-                  "simdev:<library path>", or a "devbridge_kernel_runtime"
-                  capsule the plugin provides
+                  "simdev:<library path>", "simdev-interpreter:<library path>"
+                  (with compiler="interpreter"), or a
+                  "devbridge_kernel_runtime" capsule the plugin provides
 
 The target a kernel is compiled for is GPUTarget(<device name>, arch,
 warp_size) with arch and warp size read from the hardware through the
@@ -66,7 +67,8 @@ def declare_hardware(device: str, *, compiler: str, kernel_runtime) -> Hardware:
     if compiler != INTERPRETER:
         Hardware(device, compiler, kernel_runtime).compiler_class()  # validates the name
     if not (isinstance(kernel_runtime, str) or type(kernel_runtime).__name__ == "PyCapsule"):
-        raise TypeError("devbridge: kernel_runtime must be 'cuda', 'simdev:<library path>' or a "
+        raise TypeError("devbridge: kernel_runtime must be 'cuda', 'simdev:<library path>', "
+                        "'simdev-interpreter:<library path>' or a "
                         f"'devbridge_kernel_runtime' capsule, got {type(kernel_runtime).__name__}")
     hardware = Hardware(device, compiler, kernel_runtime)
     with _lock:

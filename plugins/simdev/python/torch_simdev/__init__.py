@@ -37,6 +37,14 @@ def _autoload() -> None:
     except ImportError:
         return
     devbridge.install()
+    # Triton: simdev has no instruction set; its kernels run in Triton's
+    # interpreter, launched through simdev's own module API (tests only).
+    try:
+        from devbridge.triton import declare_hardware
+    except ImportError:  # a devbridge without the Triton integration
+        return
+    library = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libsimdev_runtime.so")
+    declare_hardware("simdev", compiler="interpreter", kernel_runtime="simdev-interpreter:" + library)
 
 
 import torch  # noqa: E402  (after _autoload, see its docstring)

@@ -27,31 +27,61 @@ class DevbridgeBackend(BaseBackend):
 
     @staticmethod
     def supports_target(target: GPUTarget) -> bool:
-        hardware = _hardware_of(target.backend)
-        return hardware is not None and hardware.compiler != "interpreter"
+        return _hardware_of(target.backend) is not None
 
     def __init__(self, target: GPUTarget) -> None:
         super().__init__(target)
         hardware = _hardware_of(target.backend)
         if hardware is None:
             raise RuntimeError(f"devbridge: no Triton hardware is declared for the '{target.backend}' device")
+        self.hardware = hardware
+        self.interpreted = hardware.compiler == "interpreter"
+        if self.interpreted:
+            # simdev's target: Triton's front end still builds (and so checks)
+            # the TTIR, with NVIDIA's options and language modules for an
+            # sm80 part; the binary is then a description for the interpreter.
+            module = importlib.import_module("triton.backends.nvidia.compiler")
+            self.delegate = module.CUDABackend(GPUTarget("cuda", 80, 32))
+            self.binary_ext = "interp"
+            return
         module_name, class_name, backend_name = hardware.compiler_class()
         module = importlib.import_module(module_name)
         compiler = getattr(module, class_name)
         hardware_target = GPUTarget(backend_name or target.backend, target.arch, target.warp_size)
-        self.hardware = hardware
         self.delegate = compiler(hardware_target)
         self.binary_ext = self.delegate.binary_ext
 
     # Every stage is the hardware compiler's own.
     def hash(self) -> str:
+        if self.interpreted:
+            from devbridge.triton._interpreter import FORMAT
+
+            return f"devbridge-{self.target.backend}-{FORMAT}-{self.delegate.hash()}"
         return f"devbridge-{self.target.backend}-{self.hardware.compiler}-{self.delegate.hash()}"
 
     def parse_options(self, options):
         return self.delegate.parse_options(options)
 
     def add_stages(self, stages, options, *language):
-        return self.delegate.add_stages(stages, options, *language)
+        if not self.interpreted:
+            return self.delegate.add_stages(stages, options, *language)
+        from devbridge.triton import _interpreter, _triton_api
+
+        source = _triton_api.compiling_source()
+        if source is None or not hasattr(source, "fn"):
+            raise NotImplementedError("devbridge: simdev's Triton target compiles @triton.jit functions through "
+                                      "triton.compile(ASTSource(...)) or kernel[grid](...), not IR files")
+        _interpreter.remember(source.fn)
+
+        def ttir(module, metadata):
+            # What launching needs of the metadata; no shared memory or scratch.
+            metadata.update(name=source.fn.fn.__name__, shared=0, tmem_size=0, global_scratch_size=0,
+                            global_scratch_align=1, profile_scratch_size=0, profile_scratch_align=1,
+                            tensordesc_meta=[])
+            return module
+
+        stages["ttir"] = ttir
+        stages["interp"] = lambda module, metadata: _interpreter.make_binary(source, metadata)
 
     def load_dialects(self, context):
         return self.delegate.load_dialects(context)

@@ -187,9 +187,12 @@ class DevbridgeDriver(DriverBase):
                 runtime = launch.kernel_runtime("cuda")
             elif spec.startswith("simdev:"):
                 runtime = launch.kernel_runtime("simdev", library=spec[len("simdev:"):])
+            elif spec.startswith("simdev-interpreter:"):
+                runtime = launch.kernel_runtime("simdev-interpreter", library=spec[len("simdev-interpreter:"):])
             else:
                 raise ValueError(f"devbridge: unknown kernel runtime {spec!r} declared for '{hardware.device}'; "
-                                 "use 'cuda', 'simdev:<library path>' or a devbridge_kernel_runtime capsule")
+                                 "use 'cuda', 'simdev:<library path>', 'simdev-interpreter:<library path>' or a "
+                                 "devbridge_kernel_runtime capsule")
             self._runtimes[key] = runtime
         return runtime
 
