@@ -76,16 +76,26 @@ def test_the_driver_never_makes_itself_active():
 # ---------------------------------------------------------------- activation
 
 
-def test_activate_makes_it_the_active_driver_and_is_idempotent(inactive):
+def test_activate_makes_it_the_active_driver_and_calls_nest(inactive):
     from triton.runtime import driver as config
 
     ours = devbridge.triton.activate()
     assert isinstance(ours, DevbridgeDriver)
     assert config.active is ours
-    assert devbridge.triton.activate() is ours
+    assert devbridge.triton.activate() is ours  # again: the same driver, still active
+    devbridge.triton.deactivate()  # undoes the inner activate()
+    assert config.active is ours
     devbridge.triton.deactivate()
     assert not devbridge.triton.is_active()
     assert _triton_api.active_driver_or_none() is None  # Triton's lazy default is back
+
+
+def test_an_inner_context_leaves_the_outer_one_active(inactive):
+    with devbridge.triton.activate():
+        with devbridge.triton.activate():
+            pass
+        assert devbridge.triton.is_active()
+    assert not devbridge.triton.is_active()
 
 
 def test_deactivate_restores_the_previous_driver(inactive):

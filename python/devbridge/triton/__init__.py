@@ -52,19 +52,23 @@ def driver():
 def activate():
     """Make devbridge's driver Triton's active driver and return it.
 
-    Idempotent. Use it as a context manager to deactivate on exit:
+    Use it as a context manager to deactivate on exit:
 
         with devbridge.triton.activate():
             kernel[grid](x, y)       # x, y on the plugin device
+
+    Calls nest: each deactivate() undoes one activate(), so an inner `with
+    activate():` leaves the driver active for the outer one. Triton has one
+    active driver per process, so this is process-wide, not per thread.
     """
     from . import _triton_api
 
     ours = driver()
     with _lock:
         current = _triton_api.active_driver_or_none()
+        _previous.append(current)
         if current is not ours:
             ours.bind_policy()  # the environment may name another policy by now
-            _previous.append(current)
             _triton_api.driver_config().set_active(ours)
     return ours
 
@@ -81,9 +85,9 @@ class _Deactivation:
 
 
 def deactivate() -> _Deactivation:
-    """Restore the driver that was active before the last activate() (Triton's
-    own default when there was none). A no-op when devbridge's driver is not
-    active."""
+    """Undo the last activate(): restore the driver that was active before it
+    (Triton's own default when there was none). A no-op when devbridge's
+    driver is not active."""
     from . import _triton_api
 
     with _lock:

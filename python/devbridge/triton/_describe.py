@@ -44,9 +44,27 @@ def _get(metadata, field, default=None):
     return getattr(metadata, field, default)
 
 
+def _remember_interpreted_source(src, metadata) -> None:
+    # simdev's target loads a kernel by finding its Python function again; the
+    # compile step tells it (add_stages), but a kernel from Triton's disk cache
+    # skips that step, and Triton builds the launcher right before loading.
+    target = _get(metadata, "target")
+    backend = getattr(target, "backend", None) if target is not None else None
+    if backend is None or not hasattr(getattr(src, "fn", None), "src"):
+        return
+    from .hardware import INTERPRETER, declared
+
+    hardware = declared(backend)
+    if hardware is not None and hardware.compiler == INTERPRETER:
+        from . import _interpreter
+
+        _interpreter.remember(src.fn)
+
+
 def describe(src, metadata):
     """(kernel name, plan, argument names, metadata dict) for Launcher(src, metadata)."""
     _launch.register_hook_chain_type()
+    _remember_interpreted_source(src, metadata)
     signature = getattr(src, "signature", None)
     if not isinstance(signature, dict):
         raise TypeError(f"devbridge: Launcher(src, metadata) needs a Triton source with a `signature` dict "

@@ -19,6 +19,9 @@ The one module coupled to Triton's interpreter internals. Checked on Triton
   (a scope with .restore()), _implicit_cvt(arg), interpreter_builder
   .set_grid_dim(x, y, z) / .set_grid_idx(x, y, z); GridExecutor's convention
   of passing constexpr-annotated parameters raw and converting the others.
+  interpreter_builder.options (an InterpreterOptions dataclass) is replaced
+  during a launch with the compiled specialization's debug and
+  sanitize_overflow.
   triton.runtime.jit.JITFunction.__call__ is replaced, during a launch only,
   so helper @triton.jit functions a kernel calls run interpreted (what
   InterpretedFunction.__call__ does, but with its patches undone afterwards).
@@ -29,6 +32,7 @@ first program to its last; other workers wait for it without the GIL).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib
 import importlib.util
@@ -128,6 +132,9 @@ def make_binary(src, metadata: dict) -> bytes:
         "arg_names": list(fn.arg_names),
         "signature": [_json_type(signature[name]) for name in signature],
         "constants": constants,
+        # the specialization's options the interpreter honours
+        "debug": bool(metadata.get("debug", False)),
+        "sanitize_overflow": bool(metadata.get("sanitize_overflow", True)),
     }
     return json.dumps(description, sort_keys=True).encode()
 
@@ -300,6 +307,10 @@ def _begin(kernel: _Kernel, payload: bytes, grid: tuple) -> _Launch:
     scope = _patch_lang(kernel.jit_fn.fn)
     try:
         scope.set_attr(JITFunction, "__call__", _helper_call)
+        # device_assert and overflow checks follow the compiled options (kernel[grid](..., debug=True))
+        scope.set_attr(interpreter_builder, "options", dataclasses.replace(
+            interpreter_builder.options, debug=kernel.description.get("debug", False),
+            sanitize_overflow=kernel.description.get("sanitize_overflow", True)))
         values = _decode(kernel, payload)
         arguments = {name: value if name in kernel.constexpr_names else _implicit_cvt(value)
                      for name, value in values.items()}
