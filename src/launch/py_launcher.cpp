@@ -482,7 +482,56 @@ PyType_Spec kSpec = {
 
 PyTypeObject* g_launcher_type = nullptr;
 
+PyObject* PluginCurrentDevice(PyObject*, PyObject* const*, Py_ssize_t nargs) {
+  if (nargs != 0) {
+    PyErr_SetString(PyExc_TypeError, "plugin_current_device() takes no arguments");
+    return nullptr;
+  }
+  try {
+    return PyLong_FromLong(DeviceRuntime::For(c10::DeviceType::PrivateUse1).current_device());
+  } catch (...) {
+    RaiseCurrentExceptionInPython();
+    return nullptr;
+  }
+}
+
+PyObject* PluginCurrentStream(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs > 1) {
+    PyErr_SetString(PyExc_TypeError, "plugin_current_stream(device=None) takes at most one argument");
+    return nullptr;
+  }
+  try {
+    const DeviceRuntime& runtime = DeviceRuntime::For(c10::DeviceType::PrivateUse1);
+    c10::DeviceIndex index;
+    if (nargs == 0 || args[0] == Py_None) {
+      index = runtime.current_device();
+    } else {
+      const long value = PyLong_AsLong(args[0]);
+      if (value == -1 && PyErr_Occurred()) return nullptr;
+      if (value < 0 || value > 127) {
+        PyErr_Format(PyExc_ValueError, "devbridge: device index %ld is out of range", value);
+        return nullptr;
+      }
+      index = static_cast<c10::DeviceIndex>(value);
+    }
+    return PyLong_FromVoidPtr(runtime.current_native_stream(index));
+  } catch (...) {
+    RaiseCurrentExceptionInPython();
+    return nullptr;
+  }
+}
+
+PyMethodDef kHotPath[] = {
+    {"plugin_current_device", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&PluginCurrentDevice)),
+     METH_FASTCALL, "The calling thread's current device index of the PrivateUse1 plugin."},
+    {"plugin_current_stream", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&PluginCurrentStream)),
+     METH_FASTCALL, "The native handle of the current stream of a PrivateUse1 device (default: current)."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
 }  // namespace
+
+PyMethodDef* HotPathFunctions() { return kHotPath; }
 
 PyTypeObject* LauncherType() {
   if (g_launcher_type == nullptr) {

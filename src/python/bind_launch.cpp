@@ -88,6 +88,13 @@ void BindLaunch(py::module_& m) {
     Py_DECREF(type);
     throw py::error_already_set();
   }
+  for (PyMethodDef* def = launch::HotPathFunctions(); def->ml_name != nullptr; ++def) {
+    PyObject* function = PyCFunction_NewEx(def, nullptr, m.ptr());
+    if (function == nullptr || PyModule_AddObject(m.ptr(), def->ml_name, function) != 0) {
+      Py_XDECREF(function);
+      throw py::error_already_set();
+    }
+  }
   m.attr("LAUNCH_API_VERSION") = py::make_tuple(DEVBRIDGE_LAUNCH_API_MAJOR, DEVBRIDGE_LAUNCH_API_MINOR);
   m.def("_set_hook_chain_type", [](const py::object& t) { launch::SetHookChainType(t.is_none() ? nullptr : t.ptr()); });
   m.def("cuda_kernel_runtime", [] { return RuntimeCapsule(launch::CudaKernelRuntime()); },

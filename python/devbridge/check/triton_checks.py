@@ -73,5 +73,5 @@ def _triton_kernel(backend: Backend, result: CheckResult) -> None:
             "(the driver launches there), and the declared kernel runtime must launch on it")
     result.costs_ns["kernel[grid](...)"] = per_launch
     order = "after the fill on the same stream (delay on)" if set_delay else "ordered (no delay knob)"
-    result.detail = (f"{hardware.compiler} compiler, {hardware.kernel_runtime if isinstance(hardware.kernel_runtime, str) else 'plugin'} "
-                     f"kernel runtime; ran {order}")
+    runtime = hardware.kernel_runtime.split(":")[0] if isinstance(hardware.kernel_runtime, str) else "plugin's"
+    result.detail = f"{hardware.compiler} compiler, {runtime} kernel runtime; ran {order}"

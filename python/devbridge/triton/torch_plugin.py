@@ -34,6 +34,9 @@ def configure(*, device_name: str | None) -> None:
     global _configured_name, _resolved_name
     _configured_name = device_name
     _resolved_name = None
+    from .policy import _notify
+
+    _notify()  # the driver rebinds its hot path for the new name
 
 
 @register(CATEGORY, "device_name")
@@ -56,6 +59,15 @@ def _device(index: int | None = None) -> torch.device:
 
 _current_device = _C.current_device
 _current_stream = _C.current_stream
+
+
+def fast_device_and_stream():
+    """(device getter, stream getter) as C functions, for the driver's hot path:
+    valid while the served device is the PrivateUse1 backend itself (the
+    usual case); None when it is configured to be another name."""
+    if device_name() != _C.plugin_name():
+        return None
+    return _C.plugin_current_device, _C.plugin_current_stream
 
 
 @register(CATEGORY, "get_current_device")

@@ -112,20 +112,30 @@ class DevbridgeDriver(DriverBase):
         Called again at every select(), register() and activate()."""
         from devbridge.triton import policy
 
-        name = policy.active()
-        device_fn = policy.lookup(name, "get_current_device")
-        stream_fn = policy.lookup(name, "get_current_stream")
+        try:
+            name = policy.active()
+            device_fn = policy.lookup(name, "get_current_device")
+            stream_fn = policy.lookup(name, "get_current_stream")
+        except ValueError:
+            # The selected policy lacks a method (or is unknown): calls then
+            # go through policy.call and raise its error, naming the policy.
+            name = None
+            device_fn = lambda: policy.call("get_current_device")  # noqa: E731
+            stream_fn = lambda device=None: policy.call("get_current_stream", device)  # noqa: E731
+        if name == policy.DEFAULT:
+            from devbridge.triton import torch_plugin
+
+            fast = torch_plugin.fast_device_and_stream()
+            if fast is not None:  # the same answers, from C without a Python frame
+                device_fn, stream_fn = fast
         indices, count = _INDICES, len(_INDICES)
 
         def get_current_device():
             index = device_fn()
             return indices[index] if 0 <= index < count else PluginDeviceIndex(index)
 
-        def get_current_stream(device=None):
-            return stream_fn(device)
-
         self.get_current_device = get_current_device
-        self.get_current_stream = get_current_stream
+        self.get_current_stream = stream_fn
 
     # -- policy
     @staticmethod
