@@ -84,6 +84,7 @@ MAX_RATIO_JIT = 0.85  # (jit dev) <= 0.85 x (jit)
 # Path key -> label, in table order.
 PATHS = {
     "a": "(a) devbridge Launcher, cudadev tensors",
+    "a0": "(a0) the same with an empty grid: everything but cuLaunchKernel",
     "b": "(b) Triton CompiledKernel.run, launch_metadata None",
     "b_md": "(b+md) CompiledKernel.run + launch_metadata, as the JIT",
     "c": "(c) torch _StaticCudaLauncher, tensors",
@@ -92,7 +93,7 @@ PATHS = {
     "jit": "(jit) kernel[grid](...), upstream driver, torch.cuda tensors",
     "jit_dev": "(jit dev) kernel[grid](...), devbridge driver, cudadev tensors",
 }
-SHORT = {"a": "(a)", "b": "(b)", "b_md": "(b+md)", "c": "(c)", "c_int": "(c int)", "d": "(d)", "jit": "(jit)",
+SHORT = {"a": "(a)", "a0": "(a0)", "b": "(b)", "b_md": "(b+md)", "c": "(c)", "c_int": "(c int)", "d": "(d)", "jit": "(jit)",
          "jit_dev": "(jit dev)"}
 
 # torch/_inductor/runtime/static_triton_launcher.py: one char per non-constexpr arg.
@@ -362,6 +363,12 @@ def add_devbridge_path(case: Case, stack: dict) -> int:
     case.info.update(devbridge_module_load_ms=load_ns / 1e6, devbridge_in_process_construct_ms=built_ns / 1e6,
                      devbridge_in_process_first_call_ms=first_ns / 1e6)  # fmt: skip
     case.batches["a"] = python_batch(launcher, args)
+    # The profile of (a): an empty grid runs every step of the launch (hooks,
+    # handle and metadata, argument packing with the device checks) except
+    # the kernel runtime's cuLaunchKernel.
+    empty_grid_args = (0, *args[1:])
+    case.batches["a0"] = python_batch(launcher, empty_grid_args)
+    case.checks["a0"] = lambda: launcher(*empty_grid_args)
     case.checks["a"] = checked(case.plugin_tensors[-1], case.expected, lambda: launcher(*args), PATHS["a"])
     case.keep_alive.append(loaded)
     return loaded.function

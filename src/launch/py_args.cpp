@@ -125,14 +125,17 @@ uint64_t ExtractPointer(PyObject* value, int position, const std::string& path, 
   }
   // Duck typing, as Triton: any object with data_ptr(). Its device is asked
   // of the kernel runtime where the runtime can tell.
-  PyObject* result = PyObject_CallMethodNoArgs(value, DataPtrName());
-  if (result == nullptr) {
+  PyObject* method = PyObject_GetAttr(value, DataPtrName());
+  if (method == nullptr) {
     if (!PyErr_ExceptionMatches(PyExc_AttributeError)) throw PythonErrorAlreadySet();
     PyErr_Clear();
     Fail(ErrorKind::kType, *ctx, position, path,
          "is a pointer parameter; pass a tensor, an object with data_ptr(), an int address or "
          "None, got " + std::string(Py_TYPE(value)->tp_name) + " " + Repr(value));
   }
+  PyObject* result = PyObject_CallNoArgs(method);  // an error raised inside data_ptr() is the caller's
+  Py_DECREF(method);
+  if (result == nullptr) throw PythonErrorAlreadySet();
   const unsigned long long address = PyLong_Check(result) ? PyLong_AsUnsignedLongLong(result) : 0;
   const bool bad = !PyLong_Check(result) || (address == static_cast<unsigned long long>(-1) && PyErr_Occurred());
   Py_DECREF(result);
@@ -193,6 +196,7 @@ void PackSigned(PyObject* value, DevbridgeArgType type, int position, const std:
   int overflow = 0;
   const long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
   if (v == -1 && PyErr_Occurred()) {
+    if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw PythonErrorAlreadySet();
     PyErr_Clear();
     FailNotInteger(*ctx, position, path, type, value);
   }
@@ -210,6 +214,7 @@ void PackUnsigned(PyObject* value, DevbridgeArgType type, int position, const st
   if (!PyLong_Check(value) && !PyIndex_Check(value)) FailNotInteger(*ctx, position, path, type, value);
   PyObject* index = PyNumber_Index(value);
   if (index == nullptr) {
+    if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw PythonErrorAlreadySet();
     PyErr_Clear();
     FailNotInteger(*ctx, position, path, type, value);
   }
@@ -236,6 +241,7 @@ double AsDouble(PyObject* value, DevbridgeArgType type, int position, const std:
   const double v = PyFloat_AsDouble(value);
   if (v == -1.0 && PyErr_Occurred()) {
     const bool overflow = PyErr_ExceptionMatches(PyExc_OverflowError);
+    if (!overflow && !PyErr_ExceptionMatches(PyExc_TypeError)) throw PythonErrorAlreadySet();
     PyErr_Clear();
     if (overflow) {
       Fail(ErrorKind::kValue, ctx, position, path,
@@ -344,23 +350,36 @@ PyObject* Attribute(PyObject* value, const char* name, int position, const std::
   return attribute;
 }
 
-// Reads `ndim` ints of a sequence attribute into `out`.
+// Reads `ndim` entries of a sequence attribute into `out` as exact ints (new
+// references kept in `keep`): both copies Triton's decomposition passes
+// (i64 and i32) then come from the same values, whatever user code the
+// descriptor runs in between.
 void IntList(PyObject* value, const char* name, int ndim, int position, const std::string& path,
              const PackContext& ctx, std::vector<PyObject*>* keep, std::vector<PyObject*>* out) {
   PyObject* sequence = Attribute(value, name, position, path, ctx);
   keep->push_back(sequence);
-  PyObject* fast = PySequence_Fast(sequence, "not a sequence");
-  if (fast == nullptr) {
+  PyObject* items = PySequence_Tuple(sequence);
+  if (items == nullptr) {
     PyErr_Clear();
     Fail(ErrorKind::kType, ctx, position, path, std::string("has a '") + name + "' that is not a sequence");
   }
-  keep->push_back(fast);
-  if (PySequence_Fast_GET_SIZE(fast) != ndim) {
+  keep->push_back(items);
+  if (PyTuple_GET_SIZE(items) != ndim) {
     Fail(ErrorKind::kValue, ctx, position, path,
-         std::string("has ") + std::to_string(PySequence_Fast_GET_SIZE(fast)) + " entries in '" + name +
+         std::string("has ") + std::to_string(PyTuple_GET_SIZE(items)) + " entries in '" + name +
              "', but the kernel was compiled for a " + std::to_string(ndim) + "-d descriptor");
   }
-  for (int i = 0; i < ndim; ++i) out->push_back(PySequence_Fast_GET_ITEM(fast, i));
+  for (int i = 0; i < ndim; ++i) {
+    PyObject* entry = PyNumber_Index(PyTuple_GET_ITEM(items, i));
+    if (entry == nullptr) {
+      if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw PythonErrorAlreadySet();
+      PyErr_Clear();
+      Fail(ErrorKind::kType, ctx, position, path + "." + name,
+           "has an entry that is not an int: " + Repr(PyTuple_GET_ITEM(items, i)));
+    }
+    keep->push_back(entry);
+    out->push_back(entry);
+  }
 }
 
 void PackTensorDesc(const ArgNode& node, PyObject* value, int position, const std::string& path,
@@ -412,16 +431,23 @@ void PackNode(const ArgNode& node, PyObject* value, int position, const std::str
              "is a tuple parameter of " + std::to_string(node.children.size()) + " elements; got " +
                  Py_TYPE(value)->tp_name + " " + Repr(value));
       }
-      const Py_ssize_t size = PySequence_Size(value);
+      // A snapshot that owns its items: packing one element runs user code
+      // (data_ptr(), __index__), which may change a list under our feet.
+      PyObject* items = PySequence_Tuple(value);
+      if (items == nullptr) throw PythonErrorAlreadySet();
+      struct Release {
+        PyObject* object;
+        ~Release() { Py_DECREF(object); }
+      } release{items};
+      const Py_ssize_t size = PyTuple_GET_SIZE(items);
       if (size != static_cast<Py_ssize_t>(node.children.size())) {
         Fail(ErrorKind::kValue, *ctx, position, path,
              "is a tuple parameter of " + std::to_string(node.children.size()) + " elements; got " +
                  std::to_string(size));
       }
       for (Py_ssize_t i = 0; i < size; ++i) {
-        PyObject* item = PyTuple_Check(value) ? PyTuple_GET_ITEM(value, i) : PyList_GET_ITEM(value, i);
-        PackNode(node.children[static_cast<size_t>(i)], item, position, path + "[" + std::to_string(i) + "]",
-                 ctx);
+        PackNode(node.children[static_cast<size_t>(i)], PyTuple_GET_ITEM(items, i), position,
+                 path + "[" + std::to_string(i) + "]", ctx);
       }
       return;
     }

@@ -90,13 +90,17 @@ bool CallHook(PyObject* hook, PyObject* launch_metadata) {
 [[noreturn]] void Fail(ErrorKind kind, const std::string& message) { throw Error(kind, message); }
 
 uint32_t ParseGrid(PyObject* value, const char* axis, const LauncherState& state) {
-  const long long g = PyLong_Check(value) ? PyLong_AsLongLong(value) : -1;
-  if (!PyLong_Check(value) || (g == -1 && PyErr_Occurred())) {
-    PyErr_Clear();
+  if (!PyLong_Check(value)) {
     Fail(ErrorKind::kType, "devbridge: grid " + std::string(axis) + " of kernel '" + state.kernel_name +
                                "' must be an int, got " + Py_TYPE(value)->tp_name);
   }
-  if (g < 0 || g > 0x7fffffffLL) {
+  int overflow = 0;
+  const long long g = PyLong_AsLongLongAndOverflow(value, &overflow);
+  if (overflow != 0 || g < 0 || g > 0x7fffffffLL) {
+    if (overflow != 0) {
+      Fail(ErrorKind::kValue, "devbridge: grid " + std::string(axis) + " of kernel '" + state.kernel_name +
+                                  "' does not fit in 64 bits; it must be in [0, 2**31 - 1]");
+    }
     Fail(ErrorKind::kValue, "devbridge: grid " + std::string(axis) + " of kernel '" + state.kernel_name +
                                 "' is " + std::to_string(g) + "; it must be in [0, 2**31 - 1]");
   }

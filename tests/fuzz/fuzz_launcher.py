@@ -58,14 +58,12 @@ tensor, so the other device's probe_args cannot write anywhere else either.
 Grids with more than MAX_PROGRAMS programs get a zero axis (they still pack
 every argument, launch nothing).
 
-Known launcher bugs (reported, not fixed here): inputs that mutate a
-container while the launcher is packing it crash the process or make it read
-freed memory. They are only generated with `--hostile` (FUZZ_LAUNCHER_HOSTILE=1
-for run.sh), which finds the crash within seconds; hostile runs skip the
-refcount check (those objects drop references on purpose) and the
-use-after-free reads stale values rather than crashing, so
+Hostile inputs (`--hostile`, on by default in run.sh; FUZZ_LAUNCHER_HOSTILE=0
+turns them off): objects that mutate the list or descriptor the launcher is
+packing. They found two bugs (a NULL read, a use-after-free), fixed since;
 tests/python/test_fuzz_launcher_smoke.py replays a minimal reproducer of each
-(KNOWN_BUGS below) that checks for it.
+(REGRESSIONS below). Hostile runs skip the refcount check (those objects drop
+references on purpose).
 """
 
 from __future__ import annotations
@@ -440,7 +438,7 @@ class Unloading:
 
 
 # Hostile objects (--hostile): they mutate the container the launcher is
-# packing. These are the known bugs; see KNOWN_BUGS.
+# packing. These are the known bugs; see REGRESSIONS.
 
 
 class ClearingDataPtr:
@@ -1100,9 +1098,10 @@ def smoke_corpus(num_targets: int, total: int = 300) -> list[tuple[str, bytes]]:
     return corpus
 
 
-# Minimal reproducers of the launcher bugs this fuzzer found (py_args.cpp).
-# The smoke test runs each in a child and expects the failure until fixed.
-KNOWN_BUGS = {
+# Minimal reproducers of the launcher bugs this fuzzer found in
+# src/launch/py_args.cpp (fixed: packing now works on snapshots that own their
+# items). The smoke test runs each in a child; each must print "no crash".
+REGRESSIONS = {
     "list_tuple_argument_shrunk_while_packing": '''
 import torch, launch_support
 from devbridge import launch

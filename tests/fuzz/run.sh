@@ -7,7 +7,7 @@
 #   FUZZ_SECONDS=600 tests/fuzz/run.sh      # longer (split the same way)
 #   FUZZ_TARGET=launcher tests/fuzz/run.sh  # one target only (dlpack | launcher | all)
 #   FUZZ_TABLE=pytorch tests/fuzz/run.sh    # dlpack: PyTorch's own importer, for comparison
-#   FUZZ_LAUNCHER_HOSTILE=1 tests/fuzz/run.sh  # launcher: also inputs that hit its known bugs
+#   FUZZ_LAUNCHER_HOSTILE=0 tests/fuzz/run.sh  # launcher: without the container-mutating inputs
 #   tests/fuzz/run.sh -runs=10000           # extra arguments go to libFuzzer (each target)
 #
 # Needs: devbridge and torch_simdev installed, `pip install atheris` (the
@@ -61,7 +61,7 @@ fi
 
 if (( launcher_seconds > 0 )); then
   hostile_flag=()
-  [[ "${FUZZ_LAUNCHER_HOSTILE:-0}" == 1 ]] && hostile_flag=(--hostile)
+  [[ "${FUZZ_LAUNCHER_HOSTILE:-1}" == 1 ]] && hostile_flag=(--hostile)
   mkdir -p "$LAUNCHER_CORPUS"
   "$PY" tests/fuzz/fuzz_launcher.py --write-seeds "$LAUNCHER_CORPUS"
   echo "== fuzzing the launcher for ${launcher_seconds}s" >&2

@@ -16,9 +16,8 @@ A second child replays the corpus three times and compares Python's allocated
 blocks after the last two passes: a launcher that leaks new objects grows
 them by about one block per affected input.
 
-KNOWN_BUGS are the launcher bugs the fuzzer found; their reproducers must fail
-until the launcher is fixed (then drop the xfail and let the fuzzer generate
-those inputs by default: fuzz_launcher.py --hostile).
+REGRESSIONS are the launcher bugs the fuzzer found, fixed; their reproducers
+must keep running cleanly.
 """
 
 from __future__ import annotations
@@ -44,7 +43,7 @@ FUZZ_DIR = pathlib.Path(__file__).resolve().parents[1] / "fuzz"
 TARGET = FUZZ_DIR / "fuzz_launcher.py"
 sys.path.insert(0, str(FUZZ_DIR))
 
-from fuzz_launcher import KNOWN_BUGS, smoke_corpus  # noqa: E402
+from fuzz_launcher import REGRESSIONS, smoke_corpus  # noqa: E402
 
 CORPUS_SIZE = 300
 MAX_BLOCK_GROWTH = 10  # per pass of 300 inputs; the fuzzer's own counters account for a few
@@ -133,18 +132,14 @@ def test_no_python_or_device_memory_growth():
     assert report["memory"] == report["baseline"], report
 
 
-@pytest.mark.parametrize("name", sorted(KNOWN_BUGS))
-def test_known_launcher_bug_reproduces(name):
-    """Each reproducer prints "no crash" once the launcher is fixed; until then
-    this test xfails, and once fixed it fails, asking to drop the entry. The
-    list case dies with SIGSEGV every time (NULL dereference); the descriptor
-    case is a use-after-free, seen as a value read from freed memory (CPython's
-    allocator reuses the block: 10 of 10 runs here)."""
+@pytest.mark.parametrize("name", sorted(REGRESSIONS))
+def test_launcher_bugs_the_fuzzer_found_stay_fixed(name):
+    """Each reproducer of a bug the fuzzer found (user code mutating a list or
+    descriptor the launcher is packing: a NULL read, a use-after-free) runs in
+    a child and must end normally, printing "no crash"."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(FUZZ_DIR.parent / "python"), os.environ.get("PYTHONPATH", "")]))
-    run = subprocess.run([sys.executable, "-c", KNOWN_BUGS[name]], capture_output=True, text=True,
+    run = subprocess.run([sys.executable, "-c", REGRESSIONS[name]], capture_output=True, text=True,
                          timeout=120, env=env)  # fmt: skip
-    if run.returncode == 0 and "no crash" in run.stdout:
-        pytest.fail(f"the launcher bug {name} is fixed: remove it from fuzz_launcher.KNOWN_BUGS and let the "
-                    "fuzzer generate its inputs by default (the --hostile objects)")
-    pytest.xfail(f"known launcher bug {name}: exit status {run.returncode}: {run.stderr.strip()[-300:]}")
+    assert run.returncode == 0 and "no crash" in run.stdout, (
+        f"{name}: exit status {run.returncode}: {run.stderr.strip()[-1000:]}")
