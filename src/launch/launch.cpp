@@ -151,8 +151,10 @@ void Launch(const DevbridgeRuntimeAPI& framework, const DevbridgeLaunchMetadata&
   if (hook == nullptr) {
     const int status = kernel.runtime->launch(kernel.runtime->self, kernel.device_id,
                                               kernel.handles.function, &config);
-    CheckRuntimeStatus(*kernel.runtime, status, ("launching kernel '" + kernel.name + "' on " +
-                                                 kernel.device_name).c_str());
+    if (status != 0) {  // the message is built on failure only: this is the hot path
+      CheckRuntimeStatus(*kernel.runtime, status,
+                         ("launching kernel '" + kernel.name + "' on " + kernel.device_name).c_str());
+    }
     return;  // ~Scratch releases the blocks: the launch is enqueued
   }
 

@@ -499,6 +499,26 @@ PyObject* PluginCurrentDevice(PyObject*, PyObject* const*, Py_ssize_t nargs) {
   }
 }
 
+// plugin_current_device_key(keys): keys[current device], the driver's
+// canonical device objects (bound with functools.partial, so Triton's JIT
+// gets its device key without a Python frame).
+PyObject* PluginCurrentDeviceKey(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 1 || !PyList_CheckExact(args[0])) {
+    PyErr_SetString(PyExc_TypeError, "plugin_current_device_key(keys) takes one list");
+    return nullptr;
+  }
+  try {
+    const long index = DeviceRuntime::For(c10::DeviceType::PrivateUse1).current_device();
+    if (index < 0 || index >= PyList_GET_SIZE(args[0])) return PyLong_FromLong(index);
+    PyObject* key = PyList_GET_ITEM(args[0], index);
+    Py_INCREF(key);
+    return key;
+  } catch (...) {
+    RaiseCurrentExceptionInPython();
+    return nullptr;
+  }
+}
+
 PyObject* PluginCurrentStream(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs > 1) {
     PyErr_SetString(PyExc_TypeError, "plugin_current_stream(device=None) takes at most one argument");
@@ -528,6 +548,9 @@ PyObject* PluginCurrentStream(PyObject*, PyObject* const* args, Py_ssize_t nargs
 PyMethodDef kHotPath[] = {
     {"plugin_current_device", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&PluginCurrentDevice)),
      METH_FASTCALL, "The calling thread's current device index of the PrivateUse1 plugin."},
+    {"plugin_current_device_key",
+     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&PluginCurrentDeviceKey)), METH_FASTCALL,
+     "keys[the calling thread's current PrivateUse1 device index] (the index itself beyond the list)."},
     {"plugin_current_stream", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&PluginCurrentStream)),
      METH_FASTCALL, "The native handle of the current stream of a PrivateUse1 device (default: current)."},
     {nullptr, nullptr, 0, nullptr},

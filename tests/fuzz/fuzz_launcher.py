@@ -591,9 +591,14 @@ class LauncherFuzzer:
         if triton is not None:
             from triton.tools.tensor_descriptor import TensorDescriptor
 
+            import inspect
+
+            # Triton 3.6's TensorDescriptor has no round_f32_to_tf32 (3.7 added it).
+            extra = ({"round_f32_to_tf32": True}
+                     if "round_f32_to_tf32" in inspect.signature(TensorDescriptor).parameters else {})
             self.descs = {d: [TensorDescriptor(self.pool[d][0], [16, 16], [16, 1], [16, 16]),
                               TensorDescriptor(self.pool[d][0], [8, 16], [16, 1], [8, 16], padding=text("nan"),
-                                               round_f32_to_tf32=True)]
+                                               **extra)]
                           for d in self.devices}  # fmt: skip
 
     def refused_pointer(self, r: Reader, device: int):

@@ -181,7 +181,8 @@ def test_a_consumer_on_another_stream_reads_stale_data_without_an_event():
             kernels.copy_kernel[(1,)](out, stale, n, BLOCK=64)  # no wait: reads 0
             consumer.wait_event(done)
             kernels.copy_kernel[(1,)](out, fresh, n, BLOCK=64)
-    torch.accelerator.synchronize()
+        # Inside: the worker reads the delay when an operation starts.
+        torch.accelerator.synchronize()
     assert stale.cpu().tolist() == [0.0] * n
     assert fresh.cpu().tolist() == [1.0] * n
 

@@ -61,13 +61,16 @@ _current_device = _C.current_device
 _current_stream = _C.current_stream
 
 
-def fast_device_and_stream():
-    """(device getter, stream getter) as C functions, for the driver's hot path:
-    valid while the served device is the PrivateUse1 backend itself (the
-    usual case); None when it is configured to be another name."""
+def fast_device_and_stream(keys: list):
+    """(device-key getter, stream getter) as C callables for the driver's hot
+    path: the first returns keys[current device]. Valid while the served
+    device is the PrivateUse1 backend itself (the usual case); None when it is
+    configured to be another name."""
     if device_name() != _C.plugin_name():
         return None
-    return _C.plugin_current_device, _C.plugin_current_stream
+    import functools
+
+    return functools.partial(_C.plugin_current_device_key, keys), _C.plugin_current_stream
 
 
 @register(CATEGORY, "get_current_device")

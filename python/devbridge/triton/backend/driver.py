@@ -47,7 +47,7 @@ class PluginDeviceIndex(int):
         return f"PluginDeviceIndex({int(self)})"
 
 
-_INDICES = [PluginDeviceIndex(i) for i in range(256)]
+_INDICES = [PluginDeviceIndex(i) for i in range(128)]  # c10 device indices are < 128
 
 
 def plugin_device_index(index: int) -> PluginDeviceIndex:
@@ -122,18 +122,18 @@ class DevbridgeDriver(DriverBase):
             name = None
             device_fn = lambda: policy.call("get_current_device")  # noqa: E731
             stream_fn = lambda device=None: policy.call("get_current_stream", device)  # noqa: E731
-        if name == policy.DEFAULT:
-            from devbridge.triton import torch_plugin
-
-            fast = torch_plugin.fast_device_and_stream()
-            if fast is not None:  # the same answers, from C without a Python frame
-                device_fn, stream_fn = fast
         indices, count = _INDICES, len(_INDICES)
 
         def get_current_device():
             index = device_fn()
             return indices[index] if 0 <= index < count else PluginDeviceIndex(index)
 
+        if name == policy.DEFAULT:
+            from devbridge.triton import torch_plugin
+
+            fast = torch_plugin.fast_device_and_stream(_INDICES)
+            if fast is not None:  # the same answers, from C without a Python frame
+                get_current_device, stream_fn = fast
         self.get_current_device = get_current_device
         self.get_current_stream = stream_fn
 
