@@ -11,6 +11,7 @@
 #define PY_SSIZE_T_CLEAN  // the y# format below takes a Py_ssize_t
 #include <Python.h>
 
+#include <atomic>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -30,6 +31,12 @@ namespace launch {
 namespace {
 
 constexpr const char* kModule = "devbridge.triton._interpreter";
+
+// Set at interpreter exit (an atexit hook, while Python still runs): from
+// then on queued programs are skipped instead of taking the GIL of a Python
+// that is finalizing (a thread doing that is terminated in the middle of the
+// simdev worker's loop).
+std::atomic<bool> g_python_exiting{false};
 
 struct InterpreterRuntime {
   const DevbridgeKernelRuntime* simdev = nullptr;
@@ -77,7 +84,7 @@ PyObject* CallInterpreter(const char* function, PyObject* args, std::string* mes
 // The trampoline's runner: one program of one interpreted kernel.
 int RunProgram(uint64_t kernel_id, const uint32_t* program_id, const uint32_t* grid, int device, void** args,
                const size_t* arg_sizes, int num_args) {
-  if (!Py_IsInitialized()) return 91;
+  if (g_python_exiting.load(std::memory_order_acquire) || !Py_IsInitialized()) return 91;
   const PyGILState_STATE gil = PyGILState_Ensure();
   int status = 0;
   // Each parameter in an 8-byte slot (no parameter of this target is wider).
@@ -180,6 +187,8 @@ int DeviceProperties(void* self, int32_t device_id, DevbridgeDeviceProperties* o
 const char* LastError(void*) { return AdapterLastError().c_str(); }
 
 }  // namespace
+
+void StopInterpretedKernelsAtExit() noexcept { g_python_exiting.store(true, std::memory_order_release); }
 
 const DevbridgeKernelRuntime* SimdevInterpreterKernelRuntime(const std::string& simdev_library,
                                                              const std::string& trampoline_path) {

@@ -16,5 +16,9 @@ namespace launch {
 const DevbridgeKernelRuntime* SimdevInterpreterKernelRuntime(const std::string& simdev_library,
                                                              const std::string& trampoline_path);
 
+// Called by an atexit hook: programs still queued after it are skipped
+// (reported as failures of their launch), never run in a finalizing Python.
+void StopInterpretedKernelsAtExit() noexcept;
+
 }  // namespace launch
 }  // namespace devbridge

@@ -110,6 +110,7 @@ void BindLaunch(py::module_& m) {
       },
       py::arg("library"), py::arg("trampoline"),
       "simdev's Triton target: interpreter descriptions run by copies of the trampoline library.");
+  m.def("_stop_interpreted_kernels_at_exit", [] { launch::StopInterpretedKernelsAtExit(); });
   m.def(
       "kernel_runtime_name",
       [](const py::capsule& capsule) { return std::string(ValidRuntime(capsule)->name); },

@@ -48,7 +48,7 @@ def _triton_kernel(backend: Backend, result: CheckResult) -> None:
         x = torch.zeros(N, device=device)
         out = torch.zeros(N, device=device)
         _triton_kernel.add_one_kernel[grid](x, out, N, BLOCK=BLOCK)  # compile and load first
-        torch.accelerator.synchronize(device)
+        stream.synchronize()  # (not torch.accelerator's: that one is checked elsewhere)
         if set_delay is not None:
             set_delay(20_000)  # queued work sleeps first: a kernel on another stream would read 0
         try:
@@ -58,13 +58,13 @@ def _triton_kernel(backend: Backend, result: CheckResult) -> None:
         finally:
             if set_delay is not None:
                 set_delay(0)
-        torch.accelerator.synchronize(device)
+        stream.synchronize()
         launches = 50
         start = time.perf_counter_ns()
         for _ in range(launches):
             _triton_kernel.add_one_kernel[grid](x, out, N, BLOCK=BLOCK)
         per_launch = (time.perf_counter_ns() - start) / launches
-        torch.accelerator.synchronize(device)
+        stream.synchronize()
     if not torch.all(seen == 6.0):
         raise CheckFailed(
             f"the Triton kernel read {float(seen.min())}..{float(seen.max())}, not 5.0 + 1: it did not run after "

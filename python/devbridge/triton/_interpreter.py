@@ -32,6 +32,7 @@ first program to its last; other workers wait for it without the GIL).
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import hashlib
 import importlib
@@ -46,6 +47,17 @@ from typing import Any
 import torch
 
 FORMAT = "devbridge-simdev-interpreter/1"
+
+
+def _stop_at_exit() -> None:
+    # Programs still queued when Python exits are skipped rather than run in
+    # a finalizing interpreter (see py_interpreter_runtime.cpp).
+    from .. import _C
+
+    _C._stop_interpreted_kernels_at_exit()
+
+
+atexit.register(_stop_at_exit)
 
 _POINTER_DTYPES = {
     "i1": torch.bool, "i8": torch.int8, "i16": torch.int16, "i32": torch.int32, "i64": torch.int64,
