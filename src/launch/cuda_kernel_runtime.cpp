@@ -284,21 +284,8 @@ const char* LastError(void*) { return AdapterLastError().c_str(); }
 }  // namespace
 
 const DevbridgeKernelRuntime* CudaKernelRuntime() noexcept {
-  static const DevbridgeKernelRuntime table = [] {
-    DevbridgeKernelRuntime t{};
-    t.major = DEVBRIDGE_LAUNCH_API_MAJOR;
-    t.minor = DEVBRIDGE_LAUNCH_API_MINOR;
-    t.size = sizeof(DevbridgeKernelRuntime);
-    t.name = "cuda";
-    t.self = nullptr;
-    t.load = &Load;
-    t.unload = &Unload;
-    t.launch = &Launch;
-    t.pointer_device = &PointerDevice;
-    t.get_last_error = &LastError;
-    t.device_properties = &DeviceProperties;
-    return t;
-  }();
+  static const DevbridgeKernelRuntime table = MakeKernelRuntime(
+      "cuda", nullptr, &Load, &Unload, &Launch, &PointerDevice, &LastError, &DeviceProperties);
   return &table;
 }
 

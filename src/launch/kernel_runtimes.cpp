@@ -13,6 +13,27 @@ std::string& AdapterLastError() noexcept {
   return message;
 }
 
+DevbridgeKernelRuntime MakeKernelRuntime(const char* name, void* self, decltype(DevbridgeKernelRuntime::load) load,
+                                         decltype(DevbridgeKernelRuntime::unload) unload,
+                                         decltype(DevbridgeKernelRuntime::launch) launch,
+                                         decltype(DevbridgeKernelRuntime::pointer_device) pointer_device,
+                                         decltype(DevbridgeKernelRuntime::get_last_error) get_last_error,
+                                         decltype(DevbridgeKernelRuntime::device_properties) device_properties) {
+  DevbridgeKernelRuntime t{};
+  t.major = DEVBRIDGE_LAUNCH_API_MAJOR;
+  t.minor = DEVBRIDGE_LAUNCH_API_MINOR;
+  t.size = sizeof(DevbridgeKernelRuntime);
+  t.name = name;
+  t.self = self;
+  t.load = load;
+  t.unload = unload;
+  t.launch = launch;
+  t.pointer_device = pointer_device;
+  t.get_last_error = get_last_error;
+  t.device_properties = device_properties;
+  return t;
+}
+
 void ValidateKernelRuntime(const DevbridgeKernelRuntime* runtime) {
   if (runtime == nullptr) throw Error(ErrorKind::kValue, "devbridge: the kernel runtime table is NULL");
   if (runtime->major != DEVBRIDGE_LAUNCH_API_MAJOR) {

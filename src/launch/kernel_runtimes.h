@@ -32,6 +32,14 @@ void LoadSimdevModuleWithSetup(const DevbridgeKernelRuntime* simdev, const void*
                                const char* kernel_name, const char* setup_symbol, const void* setup_arg,
                                DevbridgeLoadedKernel* out);
 
+// A table of this header's version: the adapters' one way to fill it.
+DevbridgeKernelRuntime MakeKernelRuntime(const char* name, void* self, decltype(DevbridgeKernelRuntime::load) load,
+                                         decltype(DevbridgeKernelRuntime::unload) unload,
+                                         decltype(DevbridgeKernelRuntime::launch) launch,
+                                         decltype(DevbridgeKernelRuntime::pointer_device) pointer_device,
+                                         decltype(DevbridgeKernelRuntime::get_last_error) get_last_error,
+                                         decltype(DevbridgeKernelRuntime::device_properties) device_properties);
+
 // Throws devbridge::Error(kValue) naming what is wrong with a table handed in
 // from outside (NULL function, another major version, too small a size).
 void ValidateKernelRuntime(const DevbridgeKernelRuntime* runtime);

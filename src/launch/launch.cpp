@@ -106,14 +106,17 @@ void CheckScratchStream(const DevbridgeRuntimeAPI& framework, const LoadedKernel
 
 }  // namespace
 
-void Launch(const DevbridgeRuntimeAPI& framework, const DevbridgeLaunchMetadata& metadata,
+void Launch(const DevbridgeRuntimeAPI& framework, const DevbridgeKernelSignature& signature,
             const LaunchRequest& request) {
   const LoadedKernel& kernel = *request.kernel;
+  const DevbridgeLaunchMetadata& metadata = signature.metadata;
+  if (request.num_params != signature.num_params + 2) {
+    throw Error(ErrorKind::kValue, "devbridge: a launch of kernel '" + kernel.name + "' packs " +
+                                       std::to_string(request.num_params) + " parameters, but its signature has " +
+                                       std::to_string(signature.num_params) + " and the two scratch pointers");
+  }
   const uint64_t programs = static_cast<uint64_t>(request.grid[0]) * request.grid[1] * request.grid[2];
   if (programs == 0) return;  // Triton launches nothing for an empty grid
-  if (request.num_params < 2) {
-    throw Error(ErrorKind::kValue, "devbridge: a launch needs the two trailing scratch parameters");
-  }
 
   Scratch scratch(framework);
   void* global = nullptr;

@@ -27,13 +27,14 @@ struct LaunchRequest {
   uint32_t num_params = 0;
 };
 
-// Enqueues `request` on its stream, or hands it to the device type's submit
-// hook. Scratch (metadata sizes > 0) comes from the framework allocator on
+// Enqueues `request` (packed for the kernel `signature` describes: its
+// parameters and then the two scratch slots) on its stream, or hands it to the
+// device type's submit hook. Scratch (metadata sizes > 0) comes from the framework allocator on
 // the launch stream, which must then be the device's current stream, and is
 // released once the launch is enqueued (the allocator's stream order keeps
 // it from being reused before the kernel ran). An empty grid does nothing.
 // Never synchronizes. Throws devbridge::Error.
-void Launch(const DevbridgeRuntimeAPI& framework, const DevbridgeLaunchMetadata& metadata,
+void Launch(const DevbridgeRuntimeAPI& framework, const DevbridgeKernelSignature& signature,
             const LaunchRequest& request);
 
 }  // namespace launch

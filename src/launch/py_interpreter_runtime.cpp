@@ -208,18 +208,8 @@ const DevbridgeKernelRuntime* SimdevInterpreterKernelRuntime(const std::string& 
   auto runtime = std::make_unique<InterpreterRuntime>();
   runtime->simdev = SimdevKernelRuntime(simdev_library);
   runtime->trampoline = std::move(trampoline);
-  DevbridgeKernelRuntime& t = runtime->table;
-  t.major = DEVBRIDGE_LAUNCH_API_MAJOR;
-  t.minor = DEVBRIDGE_LAUNCH_API_MINOR;
-  t.size = sizeof(DevbridgeKernelRuntime);
-  t.name = "simdev-interpreter";
-  t.self = runtime.get();
-  t.load = &Load;
-  t.unload = &Unload;
-  t.launch = &Launch;
-  t.pointer_device = &PointerDevice;
-  t.get_last_error = &LastError;
-  t.device_properties = &DeviceProperties;
+  runtime->table = MakeKernelRuntime("simdev-interpreter", runtime.get(), &Load, &Unload, &Launch, &PointerDevice,
+                                     &LastError, &DeviceProperties);
   return &runtimes->emplace(key, std::move(runtime)).first->second->table;
 }
 

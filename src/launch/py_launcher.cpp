@@ -43,6 +43,7 @@ struct LauncherState {
   std::vector<DevbridgeArgType> param_types;  // flattened, without the scratch pair
   std::vector<size_t> param_sizes;            // flattened + the 2 scratch pointers
   DevbridgeLaunchMetadata metadata{};
+  DevbridgeKernelSignature signature{};       // the C descriptor: views param_types and metadata
   // Caches, read and written with the GIL held.
   uint64_t cached_function = 0;
   uint64_t cached_generation = 0;
@@ -227,7 +228,7 @@ PyObject* Call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* k
     bool failed = false;
     Py_BEGIN_ALLOW_THREADS
     try {
-      Launch(*RuntimeAPI(), state.metadata, request);
+      Launch(*RuntimeAPI(), state.signature, request);
     } catch (...) {
       failed = true;
       error_kind = DescribeCurrentException(&error_message);
@@ -329,6 +330,9 @@ std::unique_ptr<LauncherState> BuildState(PyObject* name, PyObject* plan, PyObje
   for (DevbridgeArgType type : state->param_types) state->param_sizes.push_back(ArgTypeSize(type));
   state->param_sizes.push_back(sizeof(void*));  // global scratch
   state->param_sizes.push_back(sizeof(void*));  // profile scratch
+  state->signature.num_params = static_cast<uint32_t>(state->param_types.size());
+  state->signature.param_types = state->param_types.data();
+  state->signature.metadata = state->metadata;
   return state;
 }
 

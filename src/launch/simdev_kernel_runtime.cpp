@@ -223,18 +223,8 @@ std::unique_ptr<SimdevRuntime> OpenSimdev(const std::string& path) {
   Resolve(library, path, "sdLaunchKernel", f.sdLaunchKernel);
   Resolve(library, path, "sdPointerGetDevice", f.sdPointerGetDevice);
   Resolve(library, path, "sdGetDeviceCount", f.sdGetDeviceCount);
-  DevbridgeKernelRuntime& t = runtime->table;
-  t.major = DEVBRIDGE_LAUNCH_API_MAJOR;
-  t.minor = DEVBRIDGE_LAUNCH_API_MINOR;
-  t.size = sizeof(DevbridgeKernelRuntime);
-  t.name = "simdev";
-  t.self = runtime.get();
-  t.load = &Load;
-  t.unload = &Unload;
-  t.launch = &Launch;
-  t.pointer_device = &PointerDevice;
-  t.get_last_error = &LastError;
-  t.device_properties = &DeviceProperties;
+  runtime->table = MakeKernelRuntime("simdev", runtime.get(), &Load, &Unload, &Launch, &PointerDevice,
+                                     &LastError, &DeviceProperties);
   return runtime;
 }
 

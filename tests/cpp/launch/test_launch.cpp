@@ -21,6 +21,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "devbridge/c_launch_api.h"
@@ -127,13 +128,24 @@ struct Params {
   std::vector<size_t> sizes;
   std::vector<void*> pointers;
 
+  std::vector<DevbridgeArgType> types;
+
   template <class T>
   Params& add(T value) {
     uint64_t slot = 0;
     std::memcpy(&slot, &value, sizeof(T));
     slots.push_back(slot);
     sizes.push_back(sizeof(T));
+    types.push_back(std::is_pointer<T>::value ? kDevbridgeArgPointer
+                    : sizeof(T) == 8         ? kDevbridgeArgI64
+                    : sizeof(T) == 4         ? kDevbridgeArgI32
+                    : sizeof(T) == 2         ? kDevbridgeArgI16
+                                             : kDevbridgeArgI8);
     return *this;
+  }
+  // The descriptor of what was added (the scratch pair is not part of it).
+  DevbridgeKernelSignature signature(const DevbridgeLaunchMetadata& metadata) const {
+    return DevbridgeKernelSignature{static_cast<uint32_t>(types.size() - 2), types.data(), metadata};
   }
   LaunchRequest request(uint64_t handle, uint32_t gx, uint32_t gy = 1, uint32_t gz = 1) {
     add<void*>(nullptr).add<void*>(nullptr);  // global, profile scratch
@@ -176,7 +188,8 @@ TEST_F(LaunchTest, VectorAddThroughTheSimdevRuntime) {
   ASSERT_EQ(sdMemcpy(x, host.data(), n * sizeof(float), sdMemcpyHostToDevice, CurrentStream(0)), sdSuccess);
   Params p;
   p.add(x).add(x).add(out).add<int64_t>(n);
-  Launch(kFramework, metadata_, p.request(handle, 4));  // 256 per program
+  LaunchRequest request = p.request(handle, 4);
+  Launch(kFramework, p.signature(metadata_), request);  // 256 per program
   const std::vector<float> result = Read(out, n);
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(result[static_cast<size_t>(i)], 2.0f * i) << i;
   EXPECT_TRUE(ReleaseKernel(handle));
@@ -193,7 +206,7 @@ TEST_F(LaunchTest, EmptyGridEnqueuesNothing) {
     p.add(log);
     LaunchRequest r = p.request(handle, 2, 2, 2);
     r.grid[axis] = 0;
-    Launch(kFramework, metadata_, r);
+    Launch(kFramework, p.signature(metadata_), r);
   }
   EXPECT_EQ(Read(log, 1)[0], 0);
   ReleaseKernel(handle);
@@ -208,7 +221,8 @@ TEST_F(LaunchTest, GlobalScratchIsPerProgramAlignedAndStreamOrdered) {
   md.global_scratch_align = 128;
   Params p;
   p.add(out);
-  Launch(kFramework, md, p.request(handle, 3));
+  LaunchRequest request = p.request(handle, 3);
+  Launch(kFramework, p.signature(md), request);
   const std::vector<int64_t> record = Read(out, 4);
   EXPECT_EQ(record[0], 3);                       // out + 2 scratch pointers
   EXPECT_EQ(record[1], 8);
@@ -233,7 +247,7 @@ TEST_F(LaunchTest, ScratchOnAStreamThatIsNotCurrentIsRefused) {
   LaunchRequest r = p.request(handle, 1);
   r.stream = other;
   try {
-    Launch(kFramework, md, r);
+    Launch(kFramework, p.signature(md), r);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kValue);
@@ -244,13 +258,31 @@ TEST_F(LaunchTest, ScratchOnAStreamThatIsNotCurrentIsRefused) {
   sdFree(out);
 }
 
+TEST_F(LaunchTest, ARequestThatDoesNotMatchItsSignatureIsRefused) {
+  const uint64_t handle = LoadTestKernel("store_value_and_device");
+  Params p;
+  p.add<void*>(nullptr).add<int64_t>(1);
+  LaunchRequest request = p.request(handle, 1);
+  DevbridgeKernelSignature signature = p.signature(metadata_);
+  signature.num_params = 3;
+  try {
+    Launch(kFramework, signature, request);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("packs 4 parameters, but its signature has 3"), std::string::npos)
+        << e.what();
+  }
+  ReleaseKernel(handle);
+}
+
 TEST_F(LaunchTest, ScratchSizeOverflowIsAnError) {
   const uint64_t handle = LoadTestKernel("record_arg_sizes");
   DevbridgeLaunchMetadata md = metadata_;
   md.global_scratch_size = uint64_t{1} << 62;
   Params p;
   p.add<void*>(nullptr);
-  EXPECT_THROW(Launch(kFramework, md, p.request(handle, 16)), Error);
+  LaunchRequest request = p.request(handle, 16);
+  EXPECT_THROW(Launch(kFramework, p.signature(md), request), Error);
   ReleaseKernel(handle);
 }
 
@@ -316,7 +348,8 @@ TEST_F(LaunchTest, SubmitHookRunsTheLaunchOnItsWorkerWithCopiedParameters) {
     p.add(out).add<int64_t>(77);
     DevbridgeLaunchMetadata md = metadata_;
     md.global_scratch_size = 64;
-    Launch(kFramework, md, p.request(handle, 1));
+    LaunchRequest request = p.request(handle, 1);
+    Launch(kFramework, p.signature(md), request);
     p.slots.assign(p.slots.size(), 0xFF);  // the hook must have copied the values
   }
   queue.set_hold(false);
@@ -337,7 +370,8 @@ TEST_F(LaunchTest, SubmitHookRefusalIsAnErrorAndFreesTheLaunch) {
   p.add<void*>(nullptr).add<int64_t>(1);
   DevbridgeLaunchMetadata md = metadata_;
   md.global_scratch_size = 64;  // its scratch token must be released (LeakSanitizer)
-  EXPECT_THROW(Launch(kFramework, md, p.request(handle, 1)), Error);
+  LaunchRequest request = p.request(handle, 1);
+  EXPECT_THROW(Launch(kFramework, p.signature(md), request), Error);
   ReleaseKernel(handle);
 }
 
@@ -350,7 +384,7 @@ TEST_F(LaunchTest, ReleasedKernelStaysLoadedWhileALaunchHoldsIt) {
   EXPECT_TRUE(ReleaseKernel(handle));
   EXPECT_FALSE(ReleaseKernel(handle));
   EXPECT_EQ(FindKernel(handle), nullptr);
-  Launch(kFramework, metadata_, r);
+  Launch(kFramework, p.signature(metadata_), r);
   EXPECT_EQ(Read(out, 1)[0], 5);
   sdFree(out);
 }
@@ -372,7 +406,8 @@ TEST_F(LaunchTest, ManyThreadsLaunchOnTheirOwnStreamsAndDevices) {
       for (int i = 0; i < kLaunches; ++i) {
         Params p;
         p.add(out + 2 * i).add<int64_t>(t * 1000 + i);
-        Launch(kFramework, md, p.request(kernels[device], 1));
+        LaunchRequest request = p.request(kernels[device], 1);
+        Launch(kFramework, p.signature(md), request);
       }
       const std::vector<int64_t> result = Read(out, 2 * kLaunches, device);
       for (int i = 0; i < kLaunches; ++i) {
