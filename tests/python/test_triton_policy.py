@@ -16,7 +16,7 @@ import torch
 import devbridge
 from devbridge.triton import policy, torch_plugin
 
-from launch_support import skip_without_simdev, sync
+from launch_support import skip_without_simdev
 
 
 def fresh(prefix="test"):
