@@ -38,6 +38,8 @@ import torch
 
 import devbridge
 
+from machine_info import cpu_model, git_commit  # bench/, beside this script
+
 BENCH_DIR = pathlib.Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
 HARNESS_SOURCE = BENCH_DIR / "dlpack_exchange_harness.c"
@@ -192,25 +194,6 @@ def python_context(tensors: dict[str, torch.Tensor], repeats: int, scale: float)
 
 
 # ---------------------------------------------------------------- report
-
-
-def git_commit() -> str:
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True)
-        return done.stdout.strip() if done.returncode == 0 else ""
-
-    commit = git("rev-parse", "--short", "HEAD") or "unknown"
-    return commit + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
-
-
-def cpu_model() -> str:
-    try:
-        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def summarise(rows: list[Row], tables: dict[str, int]) -> list[dict]:

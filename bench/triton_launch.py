@@ -63,6 +63,8 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
+from machine_info import cpu_model, git_commit  # noqa: E402  (bench/, beside this script)
+
 BENCH_DIR = pathlib.Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
 HARNESS_SOURCE = BENCH_DIR / "triton_launch_harness.c"
@@ -720,31 +722,6 @@ def cold_rows(cases: list[Case], cold: dict) -> list[dict]:
 
 
 # ---------------------------------------------------------------- report
-
-
-def git_commit() -> str:
-    # GIT_COMMIT first: the GPU machine gets a copy of the working tree whose
-    # .git may lag behind the commit the run is for (scripts/gpu_suite.sh sets it).
-    if os.environ.get("GIT_COMMIT"):
-        return os.environ["GIT_COMMIT"]
-    try:
-        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
-                              text=True, timeout=30)  # fmt: skip
-        if done.returncode == 0 and done.stdout.strip():
-            return done.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return "unknown"
-
-
-def cpu_model() -> str:
-    try:
-        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def fmt(value, digits: int = 2) -> str:

@@ -49,6 +49,9 @@ if [[ -z "${CUDACXX:-}" && -x /usr/local/cuda/bin/nvcc ]]; then
   export CUDACXX=/usr/local/cuda/bin/nvcc
   export PATH=/usr/local/cuda/bin:$PATH
 fi
+# GIT_COMMIT=<sha> in the caller's environment names the commit the
+# benchmarks record (bench/machine_info.py): the machine's copy of .git may lag
+# behind the working tree it was sent.
 # simdev and cudadev are both installed and both claim PrivateUse1; only one
 # can own it per process. No autoload: each process imports its plugin itself.
 export TORCH_DEVICE_BACKEND_AUTOLOAD=0
@@ -166,9 +169,8 @@ step pytest_cudadev 240 "${PYTEST[@]}" -n 1 --max-worker-restart=20 "$ROOT/plugi
   --junitxml="$OUT/junit_cudadev.xml"
 # The launcher benchmark: devbridge's launcher and kernel[grid] on cudadev vs
 # upstream Triton, PyTorch's static launcher and a bare cuLaunchKernel, same
-# process, same cubin (bench/README.md). GIT_COMMIT names the commit measured
-# (the machine's copy of .git may lag).
-step bench_triton_launch 240 env GIT_COMMIT="${GIT_COMMIT:-unknown}" "$PY" "$ROOT/bench/triton_launch.py" \
+# process, same cubin (bench/README.md).
+step bench_triton_launch 240 "$PY" "$ROOT/bench/triton_launch.py" \
   --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT"
 # GPU-marked devbridge tests (Triton, torch.compile, ...) run on cudadev.
 step pytest_gpu 240 --no-tests-ok env DEVBRIDGE_TEST_PLUGIN=torch_cudadev \
