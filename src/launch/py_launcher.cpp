@@ -42,8 +42,7 @@ struct LauncherState {
   std::vector<std::string> arg_names;
   std::vector<DevbridgeArgType> param_types;  // flattened, without the scratch pair
   std::vector<size_t> param_sizes;            // flattened + the 2 scratch pointers
-  DevbridgeLaunchMetadata metadata{};
-  DevbridgeKernelSignature signature{};       // the C descriptor: views param_types and metadata
+  DevbridgeKernelSignature signature{};       // the C descriptor: views param_types, holds the metadata
   // Caches, read and written with the GIL held.
   uint64_t cached_function = 0;
   uint64_t cached_generation = 0;
@@ -311,7 +310,7 @@ std::unique_ptr<LauncherState> BuildState(PyObject* name, PyObject* plan, PyObje
                                        " entries but " + std::to_string(state->arg_names.size()) + " names");
   }
   if (!PyMapping_Check(metadata)) throw Error(ErrorKind::kType, "devbridge: launch metadata must be a mapping");
-  DevbridgeLaunchMetadata& md = state->metadata;
+  DevbridgeLaunchMetadata& md = state->signature.metadata;
   md.num_warps = static_cast<uint32_t>(MetadataField(metadata, "num_warps", 4, false));
   md.num_ctas = static_cast<uint32_t>(MetadataField(metadata, "num_ctas", 1, false));
   md.shared_bytes = static_cast<uint32_t>(MetadataField(metadata, "shared", 0, false));
@@ -332,7 +331,6 @@ std::unique_ptr<LauncherState> BuildState(PyObject* name, PyObject* plan, PyObje
   state->param_sizes.push_back(sizeof(void*));  // profile scratch
   state->signature.num_params = static_cast<uint32_t>(state->param_types.size());
   state->signature.param_types = state->param_types.data();
-  state->signature.metadata = state->metadata;
   return state;
 }
 
@@ -428,7 +426,7 @@ PyObject* GetKernelName(PyObject* self, void*) {
 }
 
 PyObject* GetMetadata(PyObject* self, void*) {
-  const DevbridgeLaunchMetadata& md = reinterpret_cast<PyLauncher*>(self)->state->metadata;
+  const DevbridgeLaunchMetadata& md = reinterpret_cast<PyLauncher*>(self)->state->signature.metadata;
   return Py_BuildValue("{s:I,s:I,s:I,s:K,s:I,s:K,s:I,s:O,s:O}", "num_warps", md.num_warps, "num_ctas",
                        md.num_ctas, "shared", md.shared_bytes, "global_scratch_size",
                        static_cast<unsigned long long>(md.global_scratch_size), "global_scratch_align",

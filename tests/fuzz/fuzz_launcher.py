@@ -89,9 +89,6 @@ import torch  # noqa: E402  (imports the PrivateUse1 plugin through autoload)
 
 try:
     import triton
-    import triton.language as tl
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
 except ImportError:  # the fuzzer still runs, on the random-signature launchers only
     triton = None
 
@@ -120,48 +117,6 @@ class FuzzError(Exception):
 
 # ---------------------------------------------------------------- real Triton kernels
 
-if triton is not None:
-
-    @triton.jit
-    def add_kernel(x, y, out, n, alpha, BLOCK: tl.constexpr):
-        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        mask = offsets < n
-        tl.store(out + offsets, tl.load(x + offsets, mask=mask) * alpha + tl.load(y + offsets, mask=mask),
-                 mask=mask)
-
-    @triton.jit
-    def every_scalar_kernel(out, a_i1, a_i8, a_i16, a_i32, a_i64, a_u1, a_u8, a_u16, a_u32, a_u64,
-                            KIND: tl.constexpr, a_fp16, a_bf16, a_fp32, a_fp64):
-        tl.store(out + 0, a_i1.to(tl.float64))
-        tl.store(out + 1, a_i8.to(tl.float64))
-        tl.store(out + 2, a_i16.to(tl.float64))
-        tl.store(out + 3, a_i32.to(tl.float64))
-        tl.store(out + 4, a_i64.to(tl.float64))
-        tl.store(out + 5, a_u1.to(tl.float64))
-        tl.store(out + 6, a_u8.to(tl.float64))
-        tl.store(out + 7, a_u16.to(tl.float64))
-        tl.store(out + 8, a_u32.to(tl.float64))
-        tl.store(out + 9, a_u64.to(tl.float64))
-        tl.store(out + 10, a_fp16.to(tl.float64) + KIND)
-        tl.store(out + 11, a_bf16.to(tl.float64))
-        tl.store(out + 12, a_fp32.to(tl.float64))
-        tl.store(out + 13, a_fp64)
-
-    @triton.jit
-    def tuple_kernel(out, t, k):
-        ptr = t[0]
-        n = t[1]
-        scale = t[2][0]
-        C: tl.constexpr = t[2][1]
-        offsets = tl.arange(0, 16)
-        tl.store(out + offsets, tl.load(ptr + offsets, mask=offsets < n) * scale + k + C, mask=offsets < n)
-
-    @triton.jit
-    def host_descriptor_kernel(desc, out, BM: tl.constexpr):
-        block = desc.load([0, 0])
-        tl.store(out + tl.arange(0, BM)[:, None] * BM + tl.arange(0, BM)[None, :], block)
-
-
 SCALAR_TYPES = ["i1", "i8", "i16", "i32", "i64", "u1", "u8", "u16", "u32", "u64", "fp16", "bf16", "fp32", "fp64"]
 
 
@@ -169,26 +124,16 @@ def compile_triton_kernels() -> list[tuple[Any, tuple]]:
     """[(ck, packed_metadata)] of the real compiles (empty without Triton)."""
     if triton is None:
         return []
-    sm90, sm80 = GPUTarget("cuda", 90, 32), GPUTarget("cuda", 80, 32)
+    # The kernels of tests/python/test_launch_triton_metadata.py, compiled the same way.
+    from triton_aot_kernels import (ADD_SIGNATURE, HOST_DESC_SIGNATURE, KIND, SCALAR_SIGNATURE, SM80,
+                                    TUPLE_CONSTANTS, TUPLE_SIGNATURE, add_kernel, compile_kernel, divisible,
+                                    every_scalar_kernel, host_descriptor_kernel, tuple_kernel)
 
-    def build(fn, signature, constexprs, attrs=None, target=sm90, **options):
-        src = ASTSource(fn, signature=signature, constexprs=constexprs, attrs=attrs)
-        return triton.compile(src, target=target, options={"num_warps": 4, **options})
-
-    def divisible(*positions):
-        return {(p,): [["tt.divisibility", 16]] for p in positions}
-
-    names = ["a_" + t for t in SCALAR_TYPES]
-    scalar_signature = {"out": "*fp64", **dict(zip(names[:10], SCALAR_TYPES[:10])), "KIND": "constexpr",
-                        **dict(zip(names[10:], SCALAR_TYPES[10:]))}
     compiled = [
-        build(add_kernel, {"x": "*fp32", "y": "*fp32", "out": "*fp32", "n": "i32", "alpha": "fp32",
-                           "BLOCK": "constexpr"}, {"BLOCK": 128}, divisible(0, 1, 2)),
-        build(every_scalar_kernel, scalar_signature, {"KIND": 0}, divisible(0), num_warps=1),
-        build(tuple_kernel, {"out": "*fp32", "t": ("*fp32", "i32", ("fp32", "constexpr")), "k": "i64"},
-              {(1, 2, 1): 3}, divisible(0), num_warps=1),
-        build(host_descriptor_kernel, {"desc": "tensordesc<fp32[16, 16]>", "out": "*fp32", "BM": "constexpr"},
-              {"BM": 16}, target=sm80),
+        compile_kernel(add_kernel, ADD_SIGNATURE, {"BLOCK": 128}, divisible(0, 1, 2)),
+        compile_kernel(every_scalar_kernel, SCALAR_SIGNATURE, {"KIND": KIND}, divisible(0), num_warps=1),
+        compile_kernel(tuple_kernel, TUPLE_SIGNATURE, TUPLE_CONSTANTS, divisible(0), num_warps=1),
+        compile_kernel(host_descriptor_kernel, HOST_DESC_SIGNATURE, {"BM": 16}, target=SM80),
     ]
     return [(ck, ck.packed_metadata) for ck in compiled]
 

@@ -36,7 +36,6 @@ import torch
 triton = pytest.importorskip(
     "triton", reason="Triton is not installed: pip install triton==3.7.1 (the version torch 2.13 pins)")
 import triton.language as tl  # noqa: E402
-from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 import devbridge.triton  # noqa: E402
@@ -46,10 +45,12 @@ from devbridge.triton._describe import tensordesc_flags  # noqa: E402
 TENSORDESC_FLAGS = tensordesc_flags()
 
 import launch_support  # noqa: E402
+from triton_aot_kernels import (  # noqa: E402
+    ADD_SIGNATURE, HOST_DESC_SIGNATURE, KIND, SCALAR_SIGNATURE, SCALAR_TYPES, SM80, SM90,
+    TUPLE_CONSTANTS, TUPLE_SIGNATURE, add_kernel, compile_kernel, divisible, every_scalar_kernel,
+    host_descriptor_kernel, tuple_kernel)
 from launch_support import skip_without_simdev  # noqa: E402
 
-SM90 = GPUTarget("cuda", 90, 32)
-SM80 = GPUTarget("cuda", 80, 32)  # no TMA: host tensor descriptors are decomposed
 DEVICE = "simdev:0"
 U64 = (1 << 64) - 1
 
@@ -179,40 +180,6 @@ def test_ptx_parser_fails_loudly_on_unknown_forms():
 
 
 @triton.jit
-def add_kernel(x, y, out, n, alpha, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    value = tl.load(x + offsets, mask=mask) * alpha + tl.load(y + offsets, mask=mask)
-    tl.store(out + offsets, value, mask=mask)
-
-
-@triton.jit
-def every_scalar_kernel(out, a_i1, a_i8, a_i16, a_i32, a_i64, a_u1, a_u8, a_u16, a_u32, a_u64,
-                        KIND: tl.constexpr, a_fp16, a_bf16, a_fp32, a_fp64):
-    # Every scalar is stored, so none is optimized out of the parameter list.
-    tl.store(out + 0, a_i1.to(tl.float64))
-    tl.store(out + 1, a_i8.to(tl.float64))
-    tl.store(out + 2, a_i16.to(tl.float64))
-    tl.store(out + 3, a_i32.to(tl.float64))
-    tl.store(out + 4, a_i64.to(tl.float64))
-    tl.store(out + 5, a_u1.to(tl.float64))
-    tl.store(out + 6, a_u8.to(tl.float64))
-    tl.store(out + 7, a_u16.to(tl.float64))
-    tl.store(out + 8, a_u32.to(tl.float64))
-    tl.store(out + 9, a_u64.to(tl.float64))
-    tl.store(out + 10, a_fp16.to(tl.float64) + KIND)
-    tl.store(out + 11, a_bf16.to(tl.float64))
-    tl.store(out + 12, a_fp32.to(tl.float64))
-    tl.store(out + 13, a_fp64)
-
-
-SCALAR_TYPES = ["i1", "i8", "i16", "i32", "i64", "u1", "u8", "u16", "u32", "u64",
-                "fp16", "bf16", "fp32", "fp64"]
-SCALAR_NAMES = ["a_" + t for t in SCALAR_TYPES]
-KIND = 0  # the constexpr in the middle of every_scalar_kernel
-
-
-@triton.jit
 def matmul_kernel(a, b, c, M, N, K, stride_am, stride_bk, stride_cm,
                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
@@ -243,31 +210,6 @@ def constexpr_kernel(out, maybe, one, n, x, BLOCK: tl.constexpr):
     tl.store(out + offsets, value, mask=offsets < n)
 
 
-@triton.jit
-def tuple_kernel(out, t, k):
-    ptr = t[0]
-    n = t[1]
-    scale = t[2][0]
-    C: tl.constexpr = t[2][1]
-    offsets = tl.arange(0, 16)
-    tl.store(out + offsets, tl.load(ptr + offsets, mask=offsets < n) * scale + k + C, mask=offsets < n)
-
-
-@triton.jit
-def host_descriptor_kernel(desc, out, BM: tl.constexpr):
-    block = desc.load([0, 0])
-    tl.store(out + tl.arange(0, BM)[:, None] * BM + tl.arange(0, BM)[None, :], block)
-
-
-def _divisible(*positions):
-    return {(p,): [["tt.divisibility", 16]] for p in positions}
-
-
-def compile_kernel(fn, signature, constexprs=None, attrs=None, target=SM90, **options):
-    return triton.compile(ASTSource(fn, signature=signature, constexprs=constexprs, attrs=attrs),
-                          target=target, options={"num_warps": 4, **options})
-
-
 class Compiled(NamedTuple):
     ck: Any        # triton.compiler.CompiledKernel
     launcher: Any  # devbridge.triton.Launcher(ck.src, ck.metadata)
@@ -279,20 +221,16 @@ def _build(ck) -> Compiled:
     return Compiled(ck, launcher, ptx_entry_params(ck.asm["ptx"], ck.metadata.name))
 
 
-ADD_SIGNATURE = {"x": "*fp32", "y": "*fp32", "out": "*fp32", "n": "i32", "alpha": "fp32",
-                 "BLOCK": "constexpr"}
-SCALAR_SIGNATURE = {"out": "*fp64", **dict(zip(SCALAR_NAMES[:10], SCALAR_TYPES[:10])), "KIND": "constexpr",
-                    **dict(zip(SCALAR_NAMES[10:], SCALAR_TYPES[10:]))}
 
 
 @pytest.fixture(scope="module")
 def add():
-    return _build(compile_kernel(add_kernel, ADD_SIGNATURE, {"BLOCK": 128}, _divisible(0, 1, 2)))
+    return _build(compile_kernel(add_kernel, ADD_SIGNATURE, {"BLOCK": 128}, divisible(0, 1, 2)))
 
 
 @pytest.fixture(scope="module")
 def every_scalar():
-    return _build(compile_kernel(every_scalar_kernel, SCALAR_SIGNATURE, {"KIND": KIND}, _divisible(0),
+    return _build(compile_kernel(every_scalar_kernel, SCALAR_SIGNATURE, {"KIND": KIND}, divisible(0),
                                  num_warps=1))
 
 
@@ -302,14 +240,14 @@ def dot():
                  "stride_am": "i32", "stride_bk": "i32", "stride_cm": "i32",
                  "BM": "constexpr", "BN": "constexpr", "BK": "constexpr"}
     return _build(compile_kernel(matmul_kernel, signature, {"BM": 128, "BN": 128, "BK": 64},
-                                 _divisible(0, 1, 2, 6, 7, 8), num_stages=3))
+                                 divisible(0, 1, 2, 6, 7, 8), num_stages=3))
 
 
 @pytest.fixture(scope="module")
 def device_descriptor():
     signature = {"x": "*fp32", "out": "*fp32", "M": "i32", "N": "i32", "BM": "constexpr", "BN": "constexpr"}
     return _build(compile_kernel(device_descriptor_kernel, signature, {"BM": 16, "BN": 16},
-                                 _divisible(0, 1, 3)))
+                                 divisible(0, 1, 3)))
 
 
 @pytest.fixture(scope="module")
@@ -319,16 +257,14 @@ def constexpr_none():
     signature = {"out": "*fp32", "maybe": "constexpr", "one": "constexpr", "n": "i32", "x": "fp32",
                  "BLOCK": "constexpr"}
     return _build(compile_kernel(constexpr_kernel, signature, {"maybe": None, "one": 1, "BLOCK": 64},
-                                 _divisible(0), num_warps=1))
+                                 divisible(0), num_warps=1))
 
 
 @pytest.fixture(scope="module")
 def tuple_arg():
-    signature = {"out": "*fp32", "t": ("*fp32", "i32", ("fp32", "constexpr")), "k": "i64"}
-    return _build(compile_kernel(tuple_kernel, signature, {(1, 2, 1): 3}, _divisible(0), num_warps=1))
+    return _build(compile_kernel(tuple_kernel, TUPLE_SIGNATURE, TUPLE_CONSTANTS, divisible(0), num_warps=1))
 
 
-HOST_DESC_SIGNATURE = {"desc": "tensordesc<fp32[16, 16]>", "out": "*fp32", "BM": "constexpr"}
 
 
 @pytest.fixture(scope="module")

@@ -50,11 +50,6 @@ class PluginDeviceIndex(int):
 _INDICES = [PluginDeviceIndex(i) for i in range(128)]  # c10 device indices are < 128
 
 
-def plugin_device_index(index: int) -> PluginDeviceIndex:
-    """The canonical PluginDeviceIndex of `index` (one object per index)."""
-    return _INDICES[index] if 0 <= index < len(_INDICES) else PluginDeviceIndex(index)
-
-
 class DevbridgeUtils:
     """What Triton calls `driver.utils`: load and unload binaries, device properties."""
 
