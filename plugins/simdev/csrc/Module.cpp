@@ -14,7 +14,9 @@
 #include "SimdevAllocator.h"
 #include "SimdevCheck.h"
 #include "SimdevDevice.h"
+#include "SimdevGuard.h"
 #include "SimdevStream.h"
+#include "SimdevStreamHooks.h"
 #include "ops/HostWork.h"
 
 namespace py = pybind11;
@@ -83,6 +85,12 @@ void enqueueFailure(const std::string& message, c10::DeviceIndex device) {
                   [message] { TORCH_CHECK(false, message); });
 }
 
+// A PyCapsule holding a C function pointer under the name devbridge reads.
+template <class Fn>
+py::capsule functionCapsule(Fn fn, const char* name) {
+  return py::capsule(reinterpret_cast<void*>(fn), name);
+}
+
 }  // namespace
 }  // namespace torch_simdev
 
@@ -121,6 +129,14 @@ PYBIND11_MODULE(_C, m) {
   m.def("current_stream_handle",
         [](int device) { return currentStreamHandle(static_cast<c10::DeviceIndex>(device)); },
         py::arg("device") = -1, "the sdStream_t of the current stream, as an int");
+  m.def("guard_has_native_handle", &guardOverridesNativeHandle,
+        "False when the guard was registered without getStreamNativeHandle (SIMDEV_NATIVE_HANDLE=0)");
+  // devbridge's stream hooks (devbridge/c_runtime_api.h), for devbridge.register_*.
+  m.def("current_stream_query",
+        [] { return functionCapsule(&currentStreamQuery, "devbridge_current_stream"); });
+  m.def("external_stream_hook",
+        [] { return functionCapsule(&externalStreamHook, "devbridge_external_stream"); });
+  m.def("stream_resolver", [] { return functionCapsule(&streamResolver, "devbridge_stream_resolver"); });
   m.def("_enqueue_sleep",
         [](int64_t us, int device) { enqueueSleep(us, static_cast<c10::DeviceIndex>(device)); },
         py::arg("microseconds"), py::arg("device") = -1);
