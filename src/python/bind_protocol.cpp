@@ -31,9 +31,10 @@ py::tuple AsTuple(const DLDevice& device) {
 
 // The consumer's stream after it was made to wait for the producer's current
 // stream: None names the device's default stream (DLPack: "the legacy
-// default stream"), an int a native stream. Returns the c10 StreamId, from
-// which Python builds the torch.Stream a copy then runs on.
-int64_t OrderConsumerStream(const std::string& device_type, int index, const py::object& stream) {
+// default stream"), an int a native stream. Returns the consumer's c10
+// stream as (stream_id, device_index, device_type), from which Python builds
+// the torch.Stream a copy then runs on.
+py::tuple OrderConsumerStream(const std::string& device_type, int index, const py::object& stream) {
   const DeviceRuntime& runtime = DeviceRuntime::For(ParseDeviceType(device_type));
   const auto device_index = static_cast<c10::DeviceIndex>(index);
   c10::Stream consumer = runtime.current_stream(device_index);
@@ -45,7 +46,8 @@ int64_t OrderConsumerStream(const std::string& device_type, int index, const py:
     consumer = runtime.stream_from_native(device_index, native);
   }
   runtime.wait_for_current_stream(consumer);
-  return consumer.id();
+  return py::make_tuple(consumer.id(), static_cast<int>(consumer.device_index()),
+                        static_cast<int>(consumer.device_type()));
 }
 
 }  // namespace
@@ -78,7 +80,7 @@ void BindProtocol(py::module_& m) {
   m.def("_order_consumer_stream", &OrderConsumerStream, py::arg("device_type"), py::arg("index"),
         py::arg("stream"),
         "Make the consumer's stream (None: default; int: native handle) wait for the current "
-        "stream; returns its c10 stream id.");
+        "stream; returns (stream_id, device_index, device_type) of that stream.");
 }
 
 }  // namespace python
