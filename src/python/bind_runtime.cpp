@@ -127,6 +127,16 @@ void BindRuntime(py::module_& m) {
       "Where current_stream's answer comes from: guard, resolver, current-stream-query, missing, "
       "no-streams, no-backend.");
   m.def(
+      "_stream_native_handle",
+      [](const std::string& device_type, int index, int64_t stream_id) {
+        const DeviceRuntime& runtime = Runtime(device_type);
+        const c10::Device device(runtime.type(), static_cast<c10::DeviceIndex>(index));
+        return reinterpret_cast<uintptr_t>(
+            runtime.native_handle(c10::Stream(c10::Stream::UNSAFE, device, stream_id)));
+      },
+      py::arg("device_type"), py::arg("index"), py::arg("stream_id"),
+      "Native handle of the stream (device_type:index, stream_id): resolver, else guard.");
+  m.def(
       "device_count", [](const std::string& device_type) { return Runtime(device_type).device_count(); },
       py::arg("device_type"));
   m.def(
