@@ -80,11 +80,22 @@ def _wrapping(original, wrapper):
 # ---------------------------------------------------------------- the methods
 
 
+# Bound once: the wrappers sit on every tensor's __dlpack__ path, so a CPU or
+# CUDA tensor pays two C property reads on top of torch's own method.
+_has_torch_function_unary = api.has_torch_function_unary
+_torch_dlpack = api.original_dlpack()
+_torch_dlpack_device = api.original_dlpack_device()
+
+
+def _not_plugin(tensor) -> bool:
+    return tensor.is_cpu or tensor.is_cuda or tensor.device.type != api.plugin_device_type()
+
+
 def __dlpack_device__(self):
-    if api.has_torch_function_unary(self):
+    if _has_torch_function_unary(self):  # first, exactly as torch's own method
         return api.handle_torch_function(torch.Tensor.__dlpack_device__, self)
-    if self.device.type != api.plugin_device_type():
-        return api.original_dlpack_device()(self)
+    if _not_plugin(self):
+        return _torch_dlpack_device(self)
     device_type, index = _C._dl_device(self)
     if device_type == KDL_EXT_DEV:
         return (api.dl_device_type_enum().kDLExtDev, index)
@@ -92,12 +103,11 @@ def __dlpack_device__(self):
 
 
 def __dlpack__(self, *, stream=-1, max_version=None, dl_device=None, copy=None):
-    if api.has_torch_function_unary(self):
+    if _has_torch_function_unary(self):  # first, exactly as torch's own method
         return api.handle_torch_function(torch.Tensor.__dlpack__, self, stream=stream,
                                          max_version=max_version, dl_device=dl_device, copy=copy)
-    if self.device.type != api.plugin_device_type():
-        return api.original_dlpack()(self, stream=stream, max_version=max_version,
-                                     dl_device=dl_device, copy=copy)
+    if _not_plugin(self):
+        return _torch_dlpack(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
     return _export(self, stream, max_version, dl_device, copy)
 
 

@@ -93,8 +93,8 @@ def dl_device_type_enum():
     return torch.utils.dlpack.DLDeviceType
 
 
-def has_torch_function_unary(tensor) -> bool:
-    return torch.overrides.has_torch_function_unary(tensor)
+# The C function itself (a Python wrapper would cost a call per export).
+has_torch_function_unary = torch.overrides.has_torch_function_unary
 
 
 def handle_torch_function(public_api, tensor, **kwargs):
