@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <type_traits>
 
 #include "cuda_check.h"
 #include "device.h"
@@ -23,12 +24,15 @@ struct DeviceStreams {
   std::atomic<uint32_t> next_high{0};
 };
 
-// Leaked on purpose: tensors freed during interpreter shutdown still reach the
+// Never destroyed: tensors freed during interpreter shutdown still reach the
 // allocator, which needs these tables after static destructors would have run.
-DeviceStreams& streams_slot(c10::DeviceIndex idx) {
-  static auto* all = new std::array<DeviceStreams, kMaxDevices>();
-  return (*all)[idx];
-}
+// Constant-initialised and trivially destructible, so the process keeps it
+// as it is to the end and the hot paths reach it without an init guard.
+static_assert(std::is_trivially_destructible<DeviceStreams>::value,
+              "the streams table must outlive static destruction");
+std::array<DeviceStreams, kMaxDevices> g_streams;
+
+DeviceStreams& streams_slot(c10::DeviceIndex idx) { return g_streams[idx]; }
 
 void create_streams(c10::DeviceIndex idx, DeviceStreams& streams) {
   ScopedDevice on(idx);  // streams belong to the device current at creation
@@ -157,7 +161,14 @@ c10::Stream exchange_current_stream(const c10::Stream& stream) {
 
 int current_stream_query(int32_t device, void** out_stream) noexcept {
   if (device < 0 || device >= kMaxDevices) return -1;
-  try {
+  // The hot path: the thread's stream id, then the device's table.
+  const DeviceStreams& streams = g_streams[device];
+  const c10::StreamId id = tls_current_stream[device];
+  if (C10_LIKELY(streams.ready.load(std::memory_order_acquire) && id < kNumStreamIds)) {
+    *out_stream = static_cast<void*>(streams.table[id]);
+    return 0;
+  }
+  try {  // first use of the device (creates its streams), or an external stream
     *out_stream = static_cast<void*>(current_native_stream(static_cast<c10::DeviceIndex>(device)));
     return 0;
   } catch (...) {
