@@ -2,11 +2,13 @@
 
 The package is a thin front over the C++ core in devbridge._C:
   install() / uninstall() / is_installed()     the DLPack exchange table on torch.Tensor
+                                               (install() also arms devbridge.inductor)
   exchange_api() / torch_exchange_api()        devbridge's and PyTorch's tables (capsules)
   runtime_api()                                devbridge's runtime table (capsule)
   register_stream_resolver()                   native stream handles for older plugins
   register_submit_hook()                       hand launches to a plugin's task queue
   launch / triton                              the generic kernel launcher (submodules)
+  inductor                                     torch.compile on the plugin device (submodule)
   current_stream() / device_count() / plugin_name()
 """
 
@@ -30,7 +32,8 @@ from ._torch_version import load_extension  # noqa: E402
 
 _C = load_extension()
 
-from ._exchange import exchange_api, install, is_installed, torch_exchange_api, uninstall  # noqa: E402,F811
+from ._exchange import exchange_api, is_installed, torch_exchange_api, uninstall  # noqa: E402
+from ._exchange import install as _install_exchange_table  # noqa: E402
 from ._runtime import (  # noqa: E402
     current_stream,
     device_count,
@@ -40,6 +43,21 @@ from ._runtime import (  # noqa: E402
     runtime_api,
     unregister_stream_resolver,
 )
+
+
+
+def install(*, allow_null_stream=False, accept_ascend_device_type=False,  # noqa: F811
+            export_ascend_device_type=False):
+    """Put devbridge's DLPack exchange table on torch.Tensor (idempotent; the
+    options: devbridge._exchange.install), and register the plugin device
+    with torch.compile when Dynamo loads (devbridge.inductor.arm)."""
+    _install_exchange_table(allow_null_stream=allow_null_stream,
+                            accept_ascend_device_type=accept_ascend_device_type,
+                            export_ascend_device_type=export_ascend_device_type)
+    from .inductor import arm
+
+    arm()
+
 
 if _install_requested_during_import is not None:
     install(**_install_requested_during_import)
