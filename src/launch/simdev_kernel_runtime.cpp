@@ -171,8 +171,10 @@ int PointerDevice(void* self, uint64_t address, int32_t* out_device_id) {
   });
 }
 
-// simdev has no instruction set: a program is one host call, so a warp is one
-// thread and there is one "multiprocessor" (the stream's worker).
+// simdev has no instruction set: a program is one host call, and there is one
+// "multiprocessor" (the stream's worker). It has no warps either; it reports
+// 32, the width Triton's and Inductor's heuristics are written for (with 1,
+// Inductor's reduction splitting builds graphs its own checks reject).
 int DeviceProperties(void* self, int32_t device_id, DevbridgeDeviceProperties* out) {
   return AdapterCall([&] {
     const auto& r = *static_cast<const SimdevRuntime*>(self);
@@ -183,7 +185,7 @@ int DeviceProperties(void* self, int32_t device_id, DevbridgeDeviceProperties* o
                                std::to_string(count) + " devices)");
     }
     out->arch = 0;
-    out->warp_size = 1;
+    out->warp_size = 32;
     out->multiprocessor_count = 1;
     out->max_shared_mem = 1 << 30;
     out->max_num_regs = 1 << 30;

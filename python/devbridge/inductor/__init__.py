@@ -81,7 +81,7 @@ def register(device: str | None = None) -> str:
                                f"(pip install triton=={_paired_triton()})") from error
         from ..triton.hardware import require
 
-        require(name)  # the plugin's declare_hardware(): which compiler and kernel runtime
+        hardware = require(name)  # the plugin's declare_hardware(): which compiler and kernel runtime
         from . import codegen, device_interface, driver_routing
 
         patched = []
@@ -104,10 +104,14 @@ def register(device: str | None = None) -> str:
         _torch_api.accept_triton(name)
         patched.append("torch.utils._triton.has_triton: replaced where bound (true with Triton importable)")
 
-        driver_routing.install(name)
+        from ..triton.hardware import INTERPRETER
+
+        driver_routing.install(name, interpreted=hardware.compiler == INTERPRETER)
         patched.append("torch._inductor.runtime.triton_helpers.set_driver_to_gpu: replaced")
         patched.append("torch._inductor.runtime.triton_heuristics.CachingAutotuner."
                        f"{{{', '.join(_torch_api.DRIVER_METHODS)}}}: wrapped (devbridge's driver for {name!r} kernels)")
+        if hardware.compiler == INTERPRETER:
+            patched.append("autotuning on the interpreter target: the first config, untimed")
         how = _torch_api.register_benchmarker(name)
         patched.append(f"torch._inductor.runtime.benchmarking: {how}")
         _patched[:] = patched

@@ -15,6 +15,11 @@ would be loaded through the CUDA driver. devbridge therefore:
     devbridge's driver is the process's driver, as it is the only one.
 The steady-state launch (CachingAutotuner.run's cached launcher) reaches no
 driver and is not wrapped.
+
+On an interpreter target (simdev) autotuning does not time the configs:
+interpreted times say nothing about any hardware, and timing every config of
+every kernel many times over would make each compile take minutes. The first
+config of each kernel is chosen (benchmark_all_configs reports it fastest).
 """
 
 from __future__ import annotations
@@ -107,18 +112,42 @@ def _route(method):
     return routed
 
 
-def install(device: str) -> None:
-    """Route the driver for `device` (idempotent; one plugin device per process)."""
-    global _device, _original_set_driver_to_gpu
+def _untimed(method):
+    @functools.wraps(method)
+    def first_config_fastest(self, *args, **kwargs):
+        if _torch_api.autotuner_device_type(self) != _device or not _interpreted:
+            return method(self, *args, **kwargs)
+        return {launcher: float(rank) for rank, launcher in enumerate(self.launchers)}
+
+    first_config_fastest._devbridge_original = method
+    return first_config_fastest
+
+
+_interpreted = False
+
+
+def install(device: str, *, interpreted: bool) -> None:
+    """Route the driver for `device` (idempotent; one plugin device per process).
+    `interpreted`: the device's hardware is an interpreter target."""
+    global _device, _original_set_driver_to_gpu, _interpreted
     _device = device
+    _interpreted = interpreted
     helpers = _torch_api.triton_helpers()
     if _original_set_driver_to_gpu is None:
         _original_set_driver_to_gpu = helpers.set_driver_to_gpu
         helpers.set_driver_to_gpu = set_driver_to_gpu
     autotuner = _torch_api.caching_autotuner()
+    missing = [name for name in _torch_api.DRIVER_METHODS[:3] if not hasattr(autotuner, name)]
+    if missing:
+        raise RuntimeError(f"devbridge.inductor: this torch's CachingAutotuner lacks {missing}, which devbridge "
+                           "wraps to keep its Triton driver active for plugin kernels; see _torch_api.py")
     for name in _torch_api.DRIVER_METHODS:
-        method = getattr(autotuner, name)
+        method = getattr(autotuner, name, None)
+        if method is None:
+            continue  # a tuning step this torch does not have
         if not hasattr(method, "_devbridge_original"):
+            if name == "benchmark_all_configs":
+                method = _untimed(method)
             setattr(autotuner, name, _route(method))
     if not other_gpu_backend_active():
         _ensure_devbridge_active()

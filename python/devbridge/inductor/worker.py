@@ -21,8 +21,9 @@ def prepare(device: str, plugin_entry_point: str | None) -> None:
     import torch
 
     from .. import _C
+    from ..triton.hardware import declared
 
-    if _C.plugin_name() != device and plugin_entry_point:
+    if (_C.plugin_name() != device or declared(device) is None) and plugin_entry_point:
         _load_plugin(plugin_entry_point)
     from . import register
 

@@ -166,6 +166,8 @@ _compiled_lock = threading.Lock()
 
 def remember(fn) -> None:
     """Called at compile time with the JITFunction being compiled."""
+    if getattr(fn, "fn", None) is None:
+        return  # a JITFunction without its Python function (unpickled by Inductor): found by name
     with _compiled_lock:
         _compiled_here[_source_hash(fn.src)] = fn
 
@@ -222,7 +224,7 @@ def register(image: bytes) -> int:
                          f"expected {FORMAT!r})")
     with _compiled_lock:
         jit_fn = _compiled_here.get(description["source_sha256"])
-    if jit_fn is None:
+    if jit_fn is None or getattr(jit_fn, "fn", None) is None:
         jit_fn = _find_function(description["module"], description["qualname"], description["filename"])
     if _source_hash(jit_fn.src) != description["source_sha256"]:
         raise RuntimeError(f"devbridge: the source of {description['module']}.{description['qualname']} changed "
