@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pathlib
 import subprocess
 import sys
 import textwrap

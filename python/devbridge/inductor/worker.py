@@ -18,7 +18,6 @@ def prepare(device: str, plugin_entry_point: str | None) -> None:
     global _prepared
     if _prepared == device:
         return
-    import torch
 
     from .. import _C
     from ..triton.hardware import declared
