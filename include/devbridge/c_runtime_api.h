@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define DEVBRIDGE_RUNTIME_API_MAJOR 1
-#define DEVBRIDGE_RUNTIME_API_MINOR 0
+#define DEVBRIDGE_RUNTIME_API_MINOR 1
 /*! \brief Name of the PyCapsule that carries a `DevbridgeRuntimeAPI*`. */
 #define DEVBRIDGE_RUNTIME_API_CAPSULE_NAME "devbridge_runtime_api"
 
@@ -107,6 +107,24 @@ typedef struct {
                        void** out_token);
   /*! \brief Release a token from scratch_alloc. NULL is accepted (no-op). */
   int (*scratch_free)(void* token);
+
+  /* ---- minor 1 (read only when header.minor >= 1) ---- */
+
+  /*!
+   * \brief Make `stream`, a native stream of (device_type, device_id), wait
+   *  for the work queued so far on that device's current stream: an event
+   *  recorded on the current stream and waited on by `stream`, with no host
+   *  synchronisation. This is what DLPack's `__dlpack__(stream=...)` asks of
+   *  a producer, for consumers written in C. A no-op when `stream` is the
+   *  current stream. kDLCPU has no streams: `stream` must be NULL (no-op).
+   *
+   *  devbridge learns which c10 stream `stream` is from the plugin's
+   *  external-stream hook (DevbridgeExternalStreamFn). Without one it only
+   *  recognises the device's current and default streams, and fails for any
+   *  other stream with a message naming the fix.
+   *  \since minor 1
+   */
+  int (*wait_current_stream)(int32_t device_type, int32_t device_id, void* stream);
 } DevbridgeRuntimeAPI;
 
 /*!
@@ -120,6 +138,43 @@ typedef struct {
 typedef int (*DevbridgeStreamResolver)(int32_t device_index, int64_t stream_id,
                                        void** out_stream);
 #define DEVBRIDGE_STREAM_RESOLVER_CAPSULE_NAME "devbridge_stream_resolver"
+
+/*!
+ * \brief Fast current-stream query a plugin may register
+ *  (`devbridge.register_current_stream_query(capsule)`, a PyCapsule named
+ *  "devbridge_current_stream" holding this function pointer). devbridge then
+ *  asks it for the current native stream instead of calling the device
+ *  guard's getStream + getStreamNativeHandle: one call into the plugin, which
+ *  should answer with one thread-local read.
+ *
+ *  Contract: writes the calling thread's current native stream of device
+ *  `device_index` (the handle getStreamNativeHandle(getStream(device)) would
+ *  return) to *out_stream and returns 0. devbridge calls it only with an
+ *  index in [0, device count), from any thread, with or without the GIL: it
+ *  must not take the GIL, block, or throw. Returns -1 on failure; devbridge
+ *  then reports that the plugin's query failed for that device.
+ *  A registered stream resolver takes precedence over the query.
+ */
+typedef int (*DevbridgeCurrentStreamFn)(int32_t device_index, void** out_stream);
+#define DEVBRIDGE_CURRENT_STREAM_CAPSULE_NAME "devbridge_current_stream"
+
+/*!
+ * \brief External-stream hook a plugin may register
+ *  (`devbridge.register_external_stream_hook(capsule)`, a PyCapsule named
+ *  "devbridge_external_stream" holding this function pointer): the c10
+ *  stream under which the plugin's device guard knows a native stream that
+ *  a DLPack consumer handed over (`__dlpack__(stream=...)`,
+ *  `wait_current_stream`). Like c10::cuda::getStreamFromExternal.
+ *
+ *  Contract: when `native_stream` is a stream of device `device_index`,
+ *  writes a c10 StreamId to *out_stream_id such that the guard's
+ *  getStreamNativeHandle, record and block accept
+ *  Stream(PrivateUse1:device_index, id) as that stream, and returns 0.
+ *  Returns -1 when it is not a stream of that device. No GIL, no throw.
+ */
+typedef int (*DevbridgeExternalStreamFn)(int32_t device_index, void* native_stream,
+                                         int64_t* out_stream_id);
+#define DEVBRIDGE_EXTERNAL_STREAM_CAPSULE_NAME "devbridge_external_stream"
 
 /*! \brief Name of the PyCapsule that carries a DevbridgeSubmitFn to register. */
 #define DEVBRIDGE_SUBMIT_HOOK_CAPSULE_NAME "devbridge_submit_hook"

@@ -39,6 +39,9 @@ DLDevice ToDLDevice(c10::Device device);
 // devbridge::Error(kBuffer) for conjugate/negative-bit views and non-strided
 // layouts, which DLPack cannot describe.
 DLManagedTensorVersioned* ExportOwning(const at::Tensor& tensor);
+// The same for DLPack's legacy (pre-1.0, unversioned) struct, which Python's
+// `__dlpack__()` hands to consumers that pass no max_version.
+DLManagedTensor* ExportOwningLegacy(const at::Tensor& tensor);
 // Non-owning export into `out`: shape/strides point into the tensor's own
 // metadata and stay valid while the tensor is alive and unmodified.
 void ExportNonOwning(const at::Tensor& tensor, DLTensor* out);

@@ -62,6 +62,14 @@ void RegisterStreamResolver(c10::DeviceType type, StreamResolver resolver);
 void UnregisterStreamResolver(c10::DeviceType type) noexcept;
 const StreamResolver* FindStreamResolver(c10::DeviceType type) noexcept;
 
+// ---------------------------------------------------------------- plugin stream hooks
+// The plugin's fast current-stream query and its external-stream hook
+// (c_runtime_api.h). NULL removes one. Lookups are one atomic load.
+void SetCurrentStreamQuery(c10::DeviceType type, DevbridgeCurrentStreamFn query) noexcept;
+DevbridgeCurrentStreamFn GetCurrentStreamQuery(c10::DeviceType type) noexcept;
+void SetExternalStreamHook(c10::DeviceType type, DevbridgeExternalStreamFn hook) noexcept;
+DevbridgeExternalStreamFn GetExternalStreamHook(c10::DeviceType type) noexcept;
+
 // ---------------------------------------------------------------- submit hooks
 // Storage for the runtime table's get_submit_hook (launchers read it).
 void SetSubmitHook(c10::DeviceType type, DevbridgeSubmitFn hook) noexcept;
@@ -77,6 +85,7 @@ const char* GetLastError() noexcept;
 enum class NativeStreamSource {
   kNoStreams,   // CPU: there is no stream; the handle is NULL by definition
   kResolver,    // a registered StreamResolver
+  kQuery,       // the plugin's registered current-stream query
   kGuard,       // the guard's getStreamNativeHandle override
   kMissing,     // neither: an error, or NULL when NullStreamAllowed()
   kNoBackend,   // no guard registered for the type (plugin not loaded)
@@ -100,14 +109,30 @@ class DeviceRuntime {
   void set_current_device(c10::DeviceIndex index) const;
 
   c10::Stream current_stream(c10::DeviceIndex index) const;
+  // The device's default stream (the guard's getDefaultStream); throws
+  // Error(kNotImplemented) naming the fix when the guard lacks it.
+  c10::Stream default_stream(c10::DeviceIndex index) const;
   // Native handle (cudaStream_t, the plugin's stream pointer, ...) of a stream
   // of this device type. NULL for CPU.
   void* native_handle(const c10::Stream& stream) const;
   // Hot path: native handle of the calling thread's current stream on device
-  // `index`. A handful of loads and two virtual calls when cached.
+  // `index`. A handful of loads and one call into the plugin's current-stream
+  // query, or two virtual calls into its guard, when cached. Precedence: a
+  // registered resolver, then the query, then the guard.
   void* current_native_stream(c10::DeviceIndex index) const;
   // Which path current_native_stream takes (probes the guard once).
   NativeStreamSource native_stream_source(c10::DeviceIndex index) const;
+
+  // The c10 stream of device `index` whose native handle is `native`: from
+  // the plugin's external-stream hook, else the current or the default stream
+  // when one of them is `native`. Throws Error(kValue) when the hook says
+  // `native` is not a stream of the device, Error(kBuffer) naming the fix
+  // when there is no hook and `native` is neither of those two streams.
+  c10::Stream stream_from_native(c10::DeviceIndex index, void* native) const;
+  // Makes `consumer` wait for the work queued so far on the current stream of
+  // its device: an event recorded there and blocked on by `consumer`, no host
+  // synchronisation. Nothing to do when `consumer` is the current stream.
+  void wait_for_current_stream(const c10::Stream& consumer) const;
 
   void synchronize(const c10::Stream& stream) const;
 
@@ -132,6 +157,7 @@ class DeviceRuntime {
   void* guard_native_handle(const GuardState& state, const c10::Stream& stream) const;
   // current_native_stream when the fast path's cached facts do not hold.
   void* current_native_stream_slow(c10::DeviceIndex index) const;
+  [[noreturn]] void throw_query_failed(c10::DeviceIndex index) const;
   [[noreturn]] void throw_no_native_handle() const;
 
   c10::DeviceType type_;

@@ -2,31 +2,38 @@
 
 The package is a thin front over the C++ core in devbridge._C:
   install() / uninstall() / is_installed()     the DLPack exchange table on torch.Tensor
-                                               (install() also arms devbridge.inductor)
   exchange_api() / torch_exchange_api()        devbridge's and PyTorch's tables (capsules)
   runtime_api()                                devbridge's runtime table (capsule)
   register_stream_resolver()                   native stream handles for older plugins
+  register_current_stream_query()              a plugin's fast current-stream query (C)
+  register_external_stream_hook()              a plugin's map from native streams to c10's
   register_submit_hook()                       hand launches to a plugin's task queue
   launch / triton                              the generic kernel launcher (submodules)
-  inductor                                     torch.compile on the plugin device (submodule)
+  inductor                                     torch.compile on the plugin device (submodule;
+                                               install() arms it)
   current_stream() / device_count() / plugin_name()
 """
 
 from __future__ import annotations
 
 # `import devbridge` may be what first imports torch, and torch's autoload then
-# runs the plugin's hook, which calls devbridge.install() on this half-imported
-# module. Record that call and carry it out once the package is complete.
-_install_requested_during_import = None
+# runs the plugin's hook, which calls devbridge.install() (and registers its
+# stream hooks) on this half-imported module. Record those calls and carry
+# them out, in order, once the package is complete.
+_calls_during_import: list = []
 
 
-def install(*, allow_null_stream=False, accept_ascend_device_type=False,
-            export_ascend_device_type=False):
-    global _install_requested_during_import
-    _install_requested_during_import = dict(
-        allow_null_stream=allow_null_stream, accept_ascend_device_type=accept_ascend_device_type,
-        export_ascend_device_type=export_ascend_device_type)
+def _recorded(name):
+    def record(*args, **kwargs):
+        _calls_during_import.append((name, args, kwargs))
 
+    record.__name__ = name
+    return record
+
+
+install = _recorded("install")
+register_current_stream_query = _recorded("register_current_stream_query")
+register_external_stream_hook = _recorded("register_external_stream_hook")
 
 from ._torch_version import load_extension  # noqa: E402
 
@@ -34,10 +41,12 @@ _C = load_extension()
 
 from ._exchange import exchange_api, is_installed, torch_exchange_api, uninstall  # noqa: E402
 from ._exchange import install as _install_exchange_table  # noqa: E402
-from ._runtime import (  # noqa: E402
+from ._runtime import (  # noqa: E402,F811
     current_stream,
     device_count,
     plugin_name,
+    register_current_stream_query,
+    register_external_stream_hook,
     register_stream_resolver,
     register_submit_hook,
     runtime_api,
@@ -45,23 +54,23 @@ from ._runtime import (  # noqa: E402
 )
 
 
-
-def install(*, allow_null_stream=False, accept_ascend_device_type=False,  # noqa: F811
-            export_ascend_device_type=False):
-    """Put devbridge's DLPack exchange table on torch.Tensor (idempotent; the
-    options: devbridge._exchange.install), and register the plugin device
-    with torch.compile when Dynamo loads (devbridge.inductor.arm)."""
-    _install_exchange_table(allow_null_stream=allow_null_stream,
-                            accept_ascend_device_type=accept_ascend_device_type,
-                            export_ascend_device_type=export_ascend_device_type)
+def install(**options) -> None:  # noqa: F811
+    """devbridge._exchange.install(**options) (the DLPack exchange table and the
+    Python protocol on torch.Tensor; see its options), then register the plugin
+    device with torch.compile at Dynamo's first compile (devbridge.inductor.arm)."""
+    _install_exchange_table(**options)
     from .inductor import arm
 
     arm()
 
 
-if _install_requested_during_import is not None:
-    install(**_install_requested_during_import)
-del _install_requested_during_import
+def _replay(calls) -> None:
+    for name, args, kwargs in calls:
+        globals()[name](*args, **kwargs)
+
+
+_replay(_calls_during_import)
+del _calls_during_import, _recorded, _replay
 
 __version__ = "0.1.0"
 #: The torch version devbridge._C was compiled against (checked at import).
@@ -76,6 +85,8 @@ __all__ = [
     "install",
     "is_installed",
     "plugin_name",
+    "register_current_stream_query",
+    "register_external_stream_hook",
     "register_stream_resolver",
     "register_submit_hook",
     "runtime_api",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from . import _C
+from . import _C, _protocol
 
 _ATTRIBUTE = "__dlpack_c_exchange_api__"
 _CAPSULE_NAME = "dlpack_exchange_api"
@@ -48,10 +48,12 @@ def is_installed() -> bool:
 
 
 def install(*, allow_null_stream: bool = False, accept_ascend_device_type: bool = False,
-            export_ascend_device_type: bool = False) -> None:
-    """Put devbridge's DLPack exchange table on torch.Tensor (idempotent).
+            export_ascend_device_type: bool = False, python_protocol: bool = True) -> None:
+    """Put devbridge's DLPack exchange table on torch.Tensor (idempotent), and
+    make the Python protocol (Tensor.__dlpack__, __dlpack_device__,
+    torch.from_dlpack) work on plugin tensors (devbridge/_protocol.py).
 
-    Keyword arguments (each call sets all three):
+    Keyword arguments (each call sets all four):
       allow_null_stream: when the plugin has no native stream handle and no
         resolver, report a NULL stream instead of failing (kernels then run on
         the default stream). The environment variable
@@ -60,8 +62,16 @@ def install(*, allow_null_stream: bool = False, accept_ascend_device_type: bool 
         device type 21 (kDLAscend, DLPack main) as the PrivateUse1 device.
       export_ascend_device_type: export PrivateUse1 tensors as device type 21
         instead of kDLExtDev (12); only for consumers that understand 21.
+      python_protocol: replace torch.Tensor.__dlpack__ and __dlpack_device__
+        with versions that serve plugin tensors (every other tensor goes to
+        torch's own); False puts torch's own back. On a torch devbridge was
+        not checked on, True is refused with this fix.
     """
     global _previous
+    if python_protocol:
+        _protocol.install(ascend=accept_ascend_device_type or export_ascend_device_type)
+    else:
+        _protocol.uninstall()
     _C._set_options(allow_null_stream, accept_ascend_device_type, export_ascend_device_type)
     if is_installed():
         return
@@ -75,12 +85,14 @@ def install(*, allow_null_stream: bool = False, accept_ascend_device_type: bool 
 
 
 def uninstall() -> None:
-    """Put back the table torch.Tensor had before install() (idempotent).
+    """Put back the table torch.Tensor had before install(), and torch's own
+    Python protocol methods (idempotent).
 
     The delegate and the options stay as they are: a consumer that cached our
     table's pointer keeps calling it, and must keep getting right answers.
     """
     global _previous
+    _protocol.uninstall()
     if not is_installed():
         return
     if _previous is _ABSENT:

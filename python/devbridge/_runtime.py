@@ -70,6 +70,43 @@ def register_submit_hook(hook, device_type="privateuseone") -> None:
     _C._register_submit_hook(hook, _device_type(device_type))
 
 
+def register_current_stream_query(query, device_type="privateuseone") -> None:
+    """Let devbridge ask the plugin directly for its current native stream.
+
+    `query` is a PyCapsule named "devbridge_current_stream" holding a C
+    `DevbridgeCurrentStreamFn` (include/devbridge/c_runtime_api.h), or None to
+    go back to the device guard's getStream + getStreamNativeHandle. Every
+    current-stream query for `device_type` (the DLPack table's
+    current_work_stream, the runtime table, Triton launches) then costs one
+    call into the plugin. A registered stream resolver takes precedence.
+    """
+    _C._register_current_stream_query(_function_capsule(query, "current-stream query",
+                                                        "devbridge_current_stream"),
+                                      _device_type(device_type))
+
+
+def register_external_stream_hook(hook, device_type="privateuseone") -> None:
+    """Tell devbridge which c10 stream a native stream handed over by a DLPack
+    consumer is (`__dlpack__(stream=...)`, the runtime table's
+    wait_current_stream).
+
+    `hook` is a PyCapsule named "devbridge_external_stream" holding a C
+    `DevbridgeExternalStreamFn` (include/devbridge/c_runtime_api.h), or None.
+    Without one, devbridge orders only the device's current and default
+    streams and refuses other streams with an error naming this fix.
+    """
+    _C._register_external_stream_hook(_function_capsule(hook, "external-stream hook",
+                                                        "devbridge_external_stream"),
+                                      _device_type(device_type))
+
+
+def _function_capsule(capsule, what: str, name: str):
+    if capsule is not None and type(capsule).__name__ != "PyCapsule":
+        raise TypeError(f"devbridge: a {what} must be a PyCapsule named '{name}' holding the C "
+                        f"function (include/devbridge/c_runtime_api.h), or None; got {type(capsule).__name__}")
+    return capsule
+
+
 def current_stream(device=None) -> int:
     """Native handle of the current stream of `device` (0 for CPU).
 

@@ -22,10 +22,19 @@ struct ExportedTensor {
   DLManagedTensorVersioned managed{};
 };
 
+struct LegacyExportedTensor {
+  at::Tensor tensor;
+  DLManagedTensor managed{};
+};
+
 // Deleting an at::Tensor needs no GIL: if it drops the last reference to a
 // tensor that still has a Python object, torch takes the GIL itself.
 void DeleteExportedTensor(DLManagedTensorVersioned* self) {
   delete static_cast<ExportedTensor*>(self->manager_ctx);
+}
+
+void DeleteLegacyExportedTensor(DLManagedTensor* self) {
+  delete static_cast<LegacyExportedTensor*>(self->manager_ctx);
 }
 
 // What DLPack cannot describe. Cheap key-set checks, done before any work.
@@ -90,6 +99,16 @@ DLManagedTensorVersioned* ExportOwning(const at::Tensor& tensor) {
   managed.deleter = &DeleteExportedTensor;
   managed.flags = 0;
   FillDLTensor(holder->tensor, &managed.dl_tensor);
+  return &holder.release()->managed;
+}
+
+DLManagedTensor* ExportOwningLegacy(const at::Tensor& tensor) {
+  CheckExportable(tensor);
+  auto holder = std::make_unique<LegacyExportedTensor>();
+  holder->tensor = tensor;
+  holder->managed.manager_ctx = holder.get();
+  holder->managed.deleter = &DeleteLegacyExportedTensor;
+  FillDLTensor(holder->tensor, &holder->managed.dl_tensor);
   return &holder.release()->managed;
 }
 

@@ -78,6 +78,25 @@ void RegisterSubmitHook(const py::object& capsule, const std::string& device_typ
   SetSubmitHook(ParseDeviceType(device_type), hook);
 }
 
+// The C function inside `capsule` (named `name`), or NULL for None.
+template <class Fn>
+Fn FunctionFromCapsule(const py::object& capsule, const char* name, const char* what) {
+  if (capsule.is_none()) return nullptr;
+  return reinterpret_cast<Fn>(CapsulePointer(capsule, name, what));
+}
+
+void RegisterCurrentStreamQuery(const py::object& capsule, const std::string& device_type) {
+  SetCurrentStreamQuery(ParseDeviceType(device_type),
+                        FunctionFromCapsule<DevbridgeCurrentStreamFn>(
+                            capsule, DEVBRIDGE_CURRENT_STREAM_CAPSULE_NAME, "a current-stream query"));
+}
+
+void RegisterExternalStreamHook(const py::object& capsule, const std::string& device_type) {
+  SetExternalStreamHook(ParseDeviceType(device_type),
+                        FunctionFromCapsule<DevbridgeExternalStreamFn>(
+                            capsule, DEVBRIDGE_EXTERNAL_STREAM_CAPSULE_NAME, "an external-stream hook"));
+}
+
 const DeviceRuntime& Runtime(const std::string& device_type) {
   return DeviceRuntime::For(ParseDeviceType(device_type));
 }
@@ -105,8 +124,18 @@ void BindRuntime(py::module_& m) {
             Runtime(device_type).native_stream_source(static_cast<c10::DeviceIndex>(index))));
       },
       py::arg("device_type"), py::arg("index"),
-      "Where current_stream's answer comes from: guard, resolver, missing, no-streams, "
-      "no-backend.");
+      "Where current_stream's answer comes from: guard, resolver, current-stream-query, missing, "
+      "no-streams, no-backend.");
+  m.def(
+      "_stream_native_handle",
+      [](const std::string& device_type, int index, int64_t stream_id) {
+        const DeviceRuntime& runtime = Runtime(device_type);
+        const c10::Device device(runtime.type(), static_cast<c10::DeviceIndex>(index));
+        return reinterpret_cast<uintptr_t>(
+            runtime.native_handle(c10::Stream(c10::Stream::UNSAFE, device, stream_id)));
+      },
+      py::arg("device_type"), py::arg("index"), py::arg("stream_id"),
+      "Native handle of the stream (device_type:index, stream_id): resolver, else guard.");
   m.def(
       "device_count", [](const std::string& device_type) { return Runtime(device_type).device_count(); },
       py::arg("device_type"));
@@ -136,6 +165,14 @@ void BindRuntime(py::module_& m) {
   m.def("_unregister_stream_resolver",
         [](const std::string& device_type) { UnregisterStreamResolver(ParseDeviceType(device_type)); });
   m.def("_register_submit_hook", &RegisterSubmitHook);
+  m.def("_register_current_stream_query", &RegisterCurrentStreamQuery);
+  m.def("_register_external_stream_hook", &RegisterExternalStreamHook);
+  m.def("_has_current_stream_query", [](const std::string& device_type) {
+    return GetCurrentStreamQuery(ParseDeviceType(device_type)) != nullptr;
+  });
+  m.def("_has_external_stream_hook", [](const std::string& device_type) {
+    return GetExternalStreamHook(ParseDeviceType(device_type)) != nullptr;
+  });
 
   m.def(
       "_set_options",

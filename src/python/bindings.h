@@ -18,6 +18,7 @@ void* CapsulePointer(const pybind11::handle& capsule, const char* name, const ch
 
 void BindRuntime(pybind11::module_& module);
 void BindDLPack(pybind11::module_& module);
+void BindProtocol(pybind11::module_& module);
 void BindLaunch(pybind11::module_& module);
 
 }  // namespace python

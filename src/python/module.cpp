@@ -75,5 +75,6 @@ PYBIND11_MODULE(_C, module) {
   module.attr("built_with_torch") = DEVBRIDGE_TORCH_VERSION;
   devbridge::python::BindRuntime(module);
   devbridge::python::BindDLPack(module);
+  devbridge::python::BindProtocol(module);
   devbridge::python::BindLaunch(module);
 }

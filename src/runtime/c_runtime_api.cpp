@@ -110,6 +110,22 @@ int ScratchFree(void* token) {
   return RunGuarded([&] { delete static_cast<c10::DataPtr*>(token); });
 }
 
+int WaitCurrentStream(int32_t device_type, int32_t device_id, void* stream) {
+  return RunGuarded([&] {
+    const DeviceRuntime& runtime = RuntimeFor(device_type);
+    const c10::DeviceIndex index = DeviceIndexFromDL(device_id);
+    if (runtime.type() == c10::DeviceType::CPU) {
+      if (stream != nullptr) {
+        throw Error(ErrorKind::kValue,
+                    "devbridge: wait_current_stream got a stream for kDLCPU, which has no streams; "
+                    "pass NULL");
+      }
+      return;
+    }
+    runtime.wait_for_current_stream(runtime.stream_from_native(index, stream));
+  });
+}
+
 DevbridgeRuntimeAPI MakeRuntimeAPI() {
   DevbridgeRuntimeAPI api{};
   api.header.major = DEVBRIDGE_RUNTIME_API_MAJOR;
@@ -124,6 +140,7 @@ DevbridgeRuntimeAPI MakeRuntimeAPI() {
   api.synchronize_current_stream = &SynchronizeCurrentStream;
   api.scratch_alloc = &ScratchAlloc;
   api.scratch_free = &ScratchFree;
+  api.wait_current_stream = &WaitCurrentStream;  // minor 1
   return api;
 }
 

@@ -1,10 +1,11 @@
 // DeviceRuntime: a generic view of one c10 device type over its registered
 // DeviceGuardImplInterface and allocator.
 //
-// The hot path is current_native_stream: one registry load for the guard, one
-// for the resolver, a cached GuardState check, then getStream +
-// getStreamNativeHandle (two virtual calls); anything unusual (first call,
-// resolver, CPU, errors) takes current_native_stream_slow. Whether the guard overrides
+// The hot path is current_native_stream: one load for the resolver, one for
+// the plugin's current-stream query, a cached GuardState check, then either
+// the query (one call into the plugin) or getStream + getStreamNativeHandle
+// (two virtual calls); anything unusual (first call, resolver, CPU, errors)
+// takes current_native_stream_slow. Whether the guard overrides
 // getStreamNativeHandle is learnt once per registered guard object: c10's
 // default implementation throws, and throwing on every call would be slow and
 // would hide the real fix from the user.
@@ -72,6 +73,7 @@ const char* ToString(NativeStreamSource source) noexcept {
   switch (source) {
     case NativeStreamSource::kNoStreams: return "no-streams";
     case NativeStreamSource::kResolver: return "resolver";
+    case NativeStreamSource::kQuery: return "current-stream-query";
     case NativeStreamSource::kGuard: return "guard";
     case NativeStreamSource::kMissing: return "missing";
     case NativeStreamSource::kNoBackend: return "no-backend";
@@ -215,32 +217,57 @@ void DeviceRuntime::throw_no_native_handle() const {
 }
 
 void* DeviceRuntime::current_native_stream(c10::DeviceIndex index) const {
-  // Fast path: every fact needed was learnt before and still holds (same
-  // registered guard, it has a native handle, the index is in range, no
-  // resolver). Plain loads and two virtual calls; no function calls of ours.
-  const c10::impl::DeviceGuardImplInterface* impl =
-      c10::impl::device_guard_impl_registry[static_cast<size_t>(type_)].load(
-          std::memory_order_acquire);
-  const GuardState* state = state_.load(std::memory_order_acquire);
-  if (C10_LIKELY(state != nullptr && impl != nullptr && state->impl == impl &&
-                 state->native_handle_support.load(std::memory_order_relaxed) ==
-                     GuardState::kHasNativeHandle &&
-                 index >= 0 && index < state->device_count.load(std::memory_order_relaxed) &&
-                 detail::LoadStreamResolver(type_) == nullptr)) {
-    return impl->getStreamNativeHandle(impl->getStream(c10::Device(type_, index)));
+  // Fast path: every fact needed was learnt before and still holds (no
+  // resolver, the index is in range, and either the plugin registered a
+  // current-stream query or the same registered guard has a native handle).
+  // Plain loads and one call into the plugin (the query) or two virtual calls.
+  if (C10_LIKELY(detail::LoadStreamResolver(type_) == nullptr)) {
+    const GuardState* state = state_.load(std::memory_order_acquire);
+    if (C10_LIKELY(state != nullptr && index >= 0 &&
+                   index < state->device_count.load(std::memory_order_relaxed))) {
+      if (const DevbridgeCurrentStreamFn query = detail::LoadCurrentStreamQuery(type_)) {
+        void* stream = nullptr;
+        if (C10_LIKELY(query(index, &stream) == 0)) return stream;
+        throw_query_failed(index);
+      }
+      const c10::impl::DeviceGuardImplInterface* impl =
+          c10::impl::device_guard_impl_registry[static_cast<size_t>(type_)].load(
+              std::memory_order_acquire);
+      if (C10_LIKELY(impl != nullptr && state->impl == impl &&
+                     state->native_handle_support.load(std::memory_order_relaxed) ==
+                         GuardState::kHasNativeHandle)) {
+        return impl->getStreamNativeHandle(impl->getStream(c10::Device(type_, index)));
+      }
+    }
   }
   return current_native_stream_slow(index);
 }
 
 void* DeviceRuntime::current_native_stream_slow(c10::DeviceIndex index) const {
   const StreamResolver* resolver = FindStreamResolver(type_);
-  if (type_ == c10::DeviceType::CPU && resolver == nullptr) return nullptr;
+  const DevbridgeCurrentStreamFn query = resolver == nullptr ? GetCurrentStreamQuery(type_) : nullptr;
+  if (type_ == c10::DeviceType::CPU && resolver == nullptr && query == nullptr) return nullptr;
   const auto* impl = guard();
   const GuardState& state = state_for(impl);
   check_index(state, index);
+  if (query != nullptr) {
+    void* stream = nullptr;
+    if (query(index, &stream) == 0) return stream;
+    throw_query_failed(index);
+  }
   const c10::Stream stream = impl->getStream(c10::Device(type_, index));
   if (resolver != nullptr) return CallResolver(*resolver, *this, index, stream.id());
   return guard_native_handle(state, stream);
+}
+
+void DeviceRuntime::throw_query_failed(c10::DeviceIndex index) const {
+  throw Error(ErrorKind::kRuntime,
+              "devbridge: the current-stream query registered for " + name() +
+                  " (devbridge.register_current_stream_query) failed for device " +
+                  std::to_string(index) +
+                  "; the plugin's DevbridgeCurrentStreamFn returned -1. Fix the plugin's query, "
+                  "or unregister it (devbridge.register_current_stream_query(None, '" + name() +
+                  "')) to use the device guard's getStream + getStreamNativeHandle");
 }
 
 void* DeviceRuntime::native_handle(const c10::Stream& stream) const {
@@ -258,6 +285,7 @@ void* DeviceRuntime::native_handle(const c10::Stream& stream) const {
 
 NativeStreamSource DeviceRuntime::native_stream_source(c10::DeviceIndex index) const {
   if (FindStreamResolver(type_) != nullptr) return NativeStreamSource::kResolver;
+  if (GetCurrentStreamQuery(type_) != nullptr) return NativeStreamSource::kQuery;
   if (type_ == c10::DeviceType::CPU) return NativeStreamSource::kNoStreams;
   if (!available()) return NativeStreamSource::kNoBackend;
   const auto* impl = guard();

@@ -1,4 +1,5 @@
-// Per-device-type registries: stream resolvers and submit hooks.
+// Per-device-type registries: stream resolvers, the plugin's current-stream
+// queries and external-stream hooks, submit hooks.
 //
 // Lookups happen on the hot path (every current-stream query), so they are a
 // single atomic load. Registration is rare and may race with lookups; a
@@ -16,6 +17,7 @@
 namespace devbridge {
 namespace detail {
 std::array<std::atomic<const StreamResolver*>, kNumDeviceTypes> g_stream_resolvers{};
+std::array<std::atomic<DevbridgeCurrentStreamFn>, kNumDeviceTypes> g_current_stream_queries{};
 }  // namespace detail
 
 namespace {
@@ -31,6 +33,7 @@ size_t Slot(c10::DeviceType type) {
 }
 
 std::array<std::atomic<DevbridgeSubmitFn>, kNumTypes> g_submit_hooks{};
+std::array<std::atomic<DevbridgeExternalStreamFn>, kNumTypes> g_external_stream_hooks{};
 
 std::mutex g_retired_mutex;
 std::vector<std::unique_ptr<StreamResolver>>& Retired() {
@@ -79,6 +82,29 @@ DevbridgeSubmitFn GetSubmitHook(c10::DeviceType type) noexcept {
   const auto index = static_cast<size_t>(type);
   if (index >= kNumTypes) return nullptr;
   return g_submit_hooks[index].load(std::memory_order_acquire);
+}
+
+// Plain function pointers (no state to retire): a reader that loaded the old
+// pointer may still call it, which is fine as long as the plugin's code stays
+// loaded, and plugins are never unloaded.
+void SetCurrentStreamQuery(c10::DeviceType type, DevbridgeCurrentStreamFn query) noexcept {
+  const auto index = static_cast<size_t>(type);
+  if (index < kNumTypes) detail::g_current_stream_queries[index].store(query, std::memory_order_release);
+}
+
+DevbridgeCurrentStreamFn GetCurrentStreamQuery(c10::DeviceType type) noexcept {
+  return detail::LoadCurrentStreamQuery(type);
+}
+
+void SetExternalStreamHook(c10::DeviceType type, DevbridgeExternalStreamFn hook) noexcept {
+  const auto index = static_cast<size_t>(type);
+  if (index < kNumTypes) g_external_stream_hooks[index].store(hook, std::memory_order_release);
+}
+
+DevbridgeExternalStreamFn GetExternalStreamHook(c10::DeviceType type) noexcept {
+  const auto index = static_cast<size_t>(type);
+  if (index >= kNumTypes) return nullptr;
+  return g_external_stream_hooks[index].load(std::memory_order_acquire);
 }
 
 }  // namespace devbridge

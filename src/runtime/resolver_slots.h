@@ -1,5 +1,6 @@
-// The stream-resolver slots, visible to the runtime's hot path so that
-// "is a resolver registered?" is an inlined atomic load, not a call.
+// The stream-resolver and current-stream-query slots, visible to the
+// runtime's hot path so that "is one registered?" is an inlined atomic load,
+// not a call.
 #pragma once
 
 #include <array>
@@ -15,6 +16,15 @@ constexpr size_t kNumDeviceTypes =
 
 // Defined in registries.cpp; written only by Register/UnregisterStreamResolver.
 extern std::array<std::atomic<const StreamResolver*>, kNumDeviceTypes> g_stream_resolvers;
+
+// Defined in registries.cpp; written only by SetCurrentStreamQuery.
+extern std::array<std::atomic<DevbridgeCurrentStreamFn>, kNumDeviceTypes> g_current_stream_queries;
+
+inline DevbridgeCurrentStreamFn LoadCurrentStreamQuery(c10::DeviceType type) noexcept {
+  const auto index = static_cast<size_t>(type);
+  if (index >= kNumDeviceTypes) return nullptr;
+  return g_current_stream_queries[index].load(std::memory_order_acquire);
+}
 
 inline const StreamResolver* LoadStreamResolver(c10::DeviceType type) noexcept {
   const auto index = static_cast<size_t>(type);

@@ -13,6 +13,9 @@ import devbridge
 from devbridge import _torch_version
 from dlpack_devices import SIMDEV, skip_without_simdev
 
+if SIMDEV:
+    import torch_simdev
+
 KDL_CPU, KDL_EXT_DEV = 1, 12
 
 RESOLVER = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_int64,
@@ -20,7 +23,7 @@ RESOLVER = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_int64,
 
 
 class DevbridgeRuntimeAPI(ctypes.Structure):
-    """Mirror of include/devbridge/c_runtime_api.h (major 1, minor 0)."""
+    """Mirror of include/devbridge/c_runtime_api.h (major 1, minor 1)."""
 
     _fields_ = [
         ("major", ctypes.c_uint32),
@@ -41,6 +44,9 @@ class DevbridgeRuntimeAPI(ctypes.Structure):
                                            ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p),
                                            ctypes.POINTER(ctypes.c_void_p))),
         ("scratch_free", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)),
+        # minor 1
+        ("wait_current_stream", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_int32,
+                                                 ctypes.c_void_p)),
     ]
 
 
@@ -121,7 +127,15 @@ def test_current_stream_follows_torch():
         assert devbridge.current_stream("simdev") == side.native_handle
         assert devbridge.current_stream() == side.native_handle
     assert devbridge.current_stream("simdev:1") != side.native_handle
-    assert devbridge._C.native_stream_source("simdev", 0) == "guard"
+    # simdev's autoload registered its fast query; without it, the guard answers.
+    assert devbridge._C.native_stream_source("simdev", 0) == "current-stream-query"
+    devbridge.register_current_stream_query(None, "simdev")
+    try:
+        assert devbridge._C.native_stream_source("simdev", 0) == "guard"
+        with side:
+            assert devbridge.current_stream("simdev:1") == side.native_handle
+    finally:
+        devbridge.register_current_stream_query(torch_simdev._C.current_stream_query(), "simdev")
 
 
 @skip_without_simdev
@@ -220,7 +234,7 @@ def test_bad_resolvers_are_rejected():
 
 def test_runtime_table_header():
     table = runtime_table()
-    assert (table.major, table.minor) == (1, 0)
+    assert (table.major, table.minor) == (1, 1)
     assert table.size == ctypes.sizeof(DevbridgeRuntimeAPI)
 
 

@@ -14,7 +14,9 @@
 #include "SimdevAllocator.h"
 #include "SimdevCheck.h"
 #include "SimdevDevice.h"
+#include "SimdevGuard.h"
 #include "SimdevStream.h"
+#include "SimdevStreamHooks.h"
 #include "ops/HostWork.h"
 
 namespace py = pybind11;
@@ -83,6 +85,22 @@ void enqueueFailure(const std::string& message, c10::DeviceIndex device) {
                   [message] { TORCH_CHECK(false, message); });
 }
 
+// The StreamId of a live simdev stream created outside torch (sdStreamCreate).
+int64_t externalStreamId(c10::DeviceIndex device, uintptr_t handle) {
+  device = resolveDeviceIndex(device);
+  c10::StreamId id = 0;
+  TORCH_CHECK(streamIdOf(device, reinterpret_cast<sdStream_t>(handle), &id), "simdev: ",
+              reinterpret_cast<void*>(handle), " is not a live stream of simdev:", static_cast<int>(device),
+              "; pass an sdStream_t of that device (from sdStreamCreate)");
+  return id;
+}
+
+// A PyCapsule holding a C function pointer under the name devbridge reads.
+template <class Fn>
+py::capsule functionCapsule(Fn fn, const char* name) {
+  return py::capsule(reinterpret_cast<void*>(fn), name);
+}
+
 }  // namespace
 }  // namespace torch_simdev
 
@@ -121,6 +139,17 @@ PYBIND11_MODULE(_C, m) {
   m.def("current_stream_handle",
         [](int device) { return currentStreamHandle(static_cast<c10::DeviceIndex>(device)); },
         py::arg("device") = -1, "the sdStream_t of the current stream, as an int");
+  m.def("external_stream_id",
+        [](int device, uintptr_t handle) { return externalStreamId(static_cast<c10::DeviceIndex>(device), handle); },
+        py::arg("device"), py::arg("handle"));
+  m.def("guard_has_native_handle", &guardOverridesNativeHandle,
+        "False when the guard was registered without getStreamNativeHandle (SIMDEV_NATIVE_HANDLE=0)");
+  // devbridge's stream hooks (devbridge/c_runtime_api.h), for devbridge.register_*.
+  m.def("current_stream_query",
+        [] { return functionCapsule(&currentStreamQuery, "devbridge_current_stream"); });
+  m.def("external_stream_hook",
+        [] { return functionCapsule(&externalStreamHook, "devbridge_external_stream"); });
+  m.def("stream_resolver", [] { return functionCapsule(&streamResolver, "devbridge_stream_resolver"); });
   m.def("_enqueue_sleep",
         [](int64_t us, int device) { enqueueSleep(us, static_cast<c10::DeviceIndex>(device)); },
         py::arg("microseconds"), py::arg("device") = -1);

@@ -2,6 +2,9 @@
 
 #include <c10/util/Logging.h>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "SimdevAllocator.h"
 #include "SimdevCheck.h"
 #include "SimdevDevice.h"
@@ -22,25 +25,25 @@ sdEvent_t asEvent(void* event) { return static_cast<sdEvent_t>(event); }
 
 }  // namespace
 
-SimdevGuardImpl::SimdevGuardImpl(c10::DeviceType type) {
-  TORCH_CHECK(type == static_type, "SimdevGuardImpl serves PrivateUse1, not ", type);
+SimdevGuardImplBase::SimdevGuardImplBase(c10::DeviceType type) {
+  TORCH_CHECK(type == static_type, "simdev's device guard serves PrivateUse1, not ", type);
 }
 
-c10::Device SimdevGuardImpl::exchangeDevice(c10::Device device) const {
+c10::Device SimdevGuardImplBase::exchangeDevice(c10::Device device) const {
   checkSimdev(device);
   const c10::DeviceIndex previous = currentDevice();
   if (device.index() != previous) setCurrentDevice(resolveDeviceIndex(device.index()));
   return simdevDevice(previous);
 }
 
-c10::Device SimdevGuardImpl::getDevice() const { return simdevDevice(currentDevice()); }
+c10::Device SimdevGuardImplBase::getDevice() const { return simdevDevice(currentDevice()); }
 
-void SimdevGuardImpl::setDevice(c10::Device device) const {
+void SimdevGuardImplBase::setDevice(c10::Device device) const {
   checkSimdev(device);
   setCurrentDevice(resolveDeviceIndex(device.index()));
 }
 
-void SimdevGuardImpl::uncheckedSetDevice(c10::Device device) const noexcept {
+void SimdevGuardImplBase::uncheckedSetDevice(c10::Device device) const noexcept {
   // Called from guard destructors to restore a device that was valid before.
   if (sdSetDevice(device.index()) != sdSuccess) {
     LOG(WARNING) << "simdev: could not restore the current device to simdev:"
@@ -48,53 +51,50 @@ void SimdevGuardImpl::uncheckedSetDevice(c10::Device device) const noexcept {
   }
 }
 
-c10::DeviceIndex SimdevGuardImpl::deviceCount() const noexcept { return torch_simdev::deviceCount(); }
+c10::DeviceIndex SimdevGuardImplBase::deviceCount() const noexcept { return torch_simdev::deviceCount(); }
 
-c10::Stream SimdevGuardImpl::getStream(c10::Device device) const {
+c10::Stream SimdevGuardImplBase::getStream(c10::Device device) const {
   checkSimdev(device);
   return currentStream(device.index());
 }
 
-c10::Stream SimdevGuardImpl::getDefaultStream(c10::Device device) const {
+c10::Stream SimdevGuardImplBase::getDefaultStream(c10::Device device) const {
   checkSimdev(device);
   return defaultStream(device.index());
 }
 
-c10::Stream SimdevGuardImpl::getStreamFromGlobalPool(c10::Device device, bool /*is_high_priority*/) const {
+c10::Stream SimdevGuardImplBase::getStreamFromGlobalPool(c10::Device device, bool /*is_high_priority*/) const {
   // simdev has no stream priorities.
   checkSimdev(device);
   return poolStream(device.index());
 }
 
-c10::Stream SimdevGuardImpl::getNewStream(c10::Device device, int /*priority*/) const {
+c10::Stream SimdevGuardImplBase::getNewStream(c10::Device device, int /*priority*/) const {
   checkSimdev(device);
   return poolStream(device.index());
 }
 
-c10::Stream SimdevGuardImpl::exchangeStream(c10::Stream stream) const {
+c10::Stream SimdevGuardImplBase::exchangeStream(c10::Stream stream) const {
   return exchangeCurrentStream(stream);
 }
 
-void* SimdevGuardImpl::getStreamNativeHandle(const c10::Stream stream) const {
-  return nativeStream(stream);
-}
 
-bool SimdevGuardImpl::queryStream(const c10::Stream& stream) const {
+bool SimdevGuardImplBase::queryStream(const c10::Stream& stream) const {
   const sdError_t status = sdStreamQuery(nativeStream(stream));
   if (status == sdErrorNotReady) return false;
   SIMDEV_CHECK(status);
   return true;
 }
 
-void SimdevGuardImpl::synchronizeStream(const c10::Stream& stream) const {
+void SimdevGuardImplBase::synchronizeStream(const c10::Stream& stream) const {
   SIMDEV_CHECK(sdStreamSynchronize(nativeStream(stream)));
 }
 
-void SimdevGuardImpl::synchronizeDevice(const c10::DeviceIndex device_index) const {
+void SimdevGuardImplBase::synchronizeDevice(const c10::DeviceIndex device_index) const {
   SIMDEV_CHECK(sdDeviceSynchronize(resolveDeviceIndex(device_index)));
 }
 
-void SimdevGuardImpl::record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
+void SimdevGuardImplBase::record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
                              const c10::EventFlag flag) const {
   TORCH_CHECK(device_index == -1 || device_index == stream.device_index(), "event of simdev:",
               static_cast<int>(device_index), " cannot be recorded on a stream of simdev:",
@@ -110,12 +110,12 @@ void SimdevGuardImpl::record(void** event, const c10::Stream& stream, const c10:
   SIMDEV_CHECK(sdEventRecord(asEvent(*event), native));
 }
 
-void SimdevGuardImpl::block(void* event, const c10::Stream& stream) const {
+void SimdevGuardImplBase::block(void* event, const c10::Stream& stream) const {
   if (event == nullptr) return;  // never recorded: nothing to wait for (as CUDA)
   SIMDEV_CHECK(sdStreamWaitEvent(nativeStream(stream), asEvent(event)));
 }
 
-bool SimdevGuardImpl::queryEvent(void* event) const {
+bool SimdevGuardImplBase::queryEvent(void* event) const {
   if (event == nullptr) return true;
   const sdError_t status = sdEventQuery(asEvent(event));
   if (status == sdErrorNotReady) return false;
@@ -123,12 +123,12 @@ bool SimdevGuardImpl::queryEvent(void* event) const {
   return true;
 }
 
-void SimdevGuardImpl::synchronizeEvent(void* event) const {
+void SimdevGuardImplBase::synchronizeEvent(void* event) const {
   if (event == nullptr) return;
   SIMDEV_CHECK(sdEventSynchronize(asEvent(event)));
 }
 
-double SimdevGuardImpl::elapsedTime(void* start_event, void* end_event,
+double SimdevGuardImplBase::elapsedTime(void* start_event, void* end_event,
                                     const c10::DeviceIndex /*device_index*/) const {
   TORCH_CHECK(start_event != nullptr && end_event != nullptr,
               "both events must be recorded before computing the elapsed time between them; "
@@ -142,17 +142,42 @@ double SimdevGuardImpl::elapsedTime(void* start_event, void* end_event,
   return static_cast<double>(ms);
 }
 
-void SimdevGuardImpl::destroyEvent(void* event, const c10::DeviceIndex /*device_index*/) const noexcept {
+void SimdevGuardImplBase::destroyEvent(void* event, const c10::DeviceIndex /*device_index*/) const noexcept {
   if (event == nullptr) return;
   if (sdEventDestroy(asEvent(event)) != sdSuccess) {
     LOG(WARNING) << "simdev: sdEventDestroy failed: " << sdGetLastErrorString();
   }
 }
 
-void SimdevGuardImpl::recordDataPtrOnStream(const c10::DataPtr& data_ptr, const c10::Stream& stream) const {
+void SimdevGuardImplBase::recordDataPtrOnStream(const c10::DataPtr& data_ptr, const c10::Stream& stream) const {
   allocator().recordStream(data_ptr, stream);
 }
 
-C10_REGISTER_GUARD_IMPL(PrivateUse1, SimdevGuardImpl)
+void* SimdevGuardImpl::getStreamNativeHandle(const c10::Stream stream) const {
+  return nativeStream(stream);
+}
+
+bool guardOverridesNativeHandle() {
+  // torch_simdev/__init__.py has validated the value before loading this
+  // library: unset or "1" means the override, "0" means none.
+  static const bool overrides = [] {
+    const char* value = std::getenv("SIMDEV_NATIVE_HANDLE");
+    return value == nullptr || std::strcmp(value, "0") != 0;
+  }();
+  return overrides;
+}
+
+namespace {
+
+// C10_REGISTER_GUARD_IMPL with the class chosen at load time. Never freed,
+// as with the macro: c10's registry holds it for the life of the process.
+const c10::impl::DeviceGuardImplInterface* makeGuard() {
+  if (guardOverridesNativeHandle()) return new SimdevGuardImpl();
+  return new SimdevGuardImplWithoutNativeHandle();
+}
+
+const c10::impl::DeviceGuardImplRegistrar g_guard_registrar(c10::DeviceType::PrivateUse1, makeGuard());
+
+}  // namespace
 
 }  // namespace torch_simdev

@@ -1,18 +1,21 @@
 // The c10 device guard for simdev: how PyTorch (DeviceGuard, StreamGuard,
 // torch.Stream, torch.Event, torch.accelerator, Tensor.record_stream) gets and
 // sets simdev's current device and stream, creates streams and uses events.
-// Registered for DeviceType::PrivateUse1 in SimdevGuard.cpp.
+// Registered for DeviceType::PrivateUse1 in SimdevGuard.cpp: SimdevGuardImpl,
+// or, with SIMDEV_NATIVE_HANDLE=0 in the environment,
+// SimdevGuardImplWithoutNativeHandle (a plugin written for torch < 2.11).
 #pragma once
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 namespace torch_simdev {
 
-struct SimdevGuardImpl final : public c10::impl::DeviceGuardImplInterface {
+// Everything except getStreamNativeHandle.
+struct SimdevGuardImplBase : public c10::impl::DeviceGuardImplInterface {
   static constexpr c10::DeviceType static_type = c10::DeviceType::PrivateUse1;
 
-  SimdevGuardImpl() = default;
-  explicit SimdevGuardImpl(c10::DeviceType type);
+  SimdevGuardImplBase() = default;
+  explicit SimdevGuardImplBase(c10::DeviceType type);
 
   c10::DeviceType type() const override { return static_type; }
 
@@ -29,8 +32,6 @@ struct SimdevGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::Stream getStreamFromGlobalPool(c10::Device device, bool is_high_priority) const override;
   c10::Stream getNewStream(c10::Device device, int priority) const override;
   c10::Stream exchangeStream(c10::Stream stream) const override;
-  // The sdStream_t: what devbridge and kernel launchers enqueue on.
-  void* getStreamNativeHandle(const c10::Stream stream) const override;
   bool queryStream(const c10::Stream& stream) const override;
   void synchronizeStream(const c10::Stream& stream) const override;
   void synchronizeDevice(const c10::DeviceIndex device_index) const override;
@@ -51,5 +52,22 @@ struct SimdevGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   // streams until the work queued on `stream` so far has finished.
   void recordDataPtrOnStream(const c10::DataPtr& data_ptr, const c10::Stream& stream) const override;
 };
+
+struct SimdevGuardImpl final : public SimdevGuardImplBase {
+  using SimdevGuardImplBase::SimdevGuardImplBase;
+  // The sdStream_t: what devbridge and kernel launchers enqueue on.
+  void* getStreamNativeHandle(const c10::Stream stream) const override;
+};
+
+// No getStreamNativeHandle override: c10's default throws "Backend doesn't
+// support getting stream native handle.", exactly as for a plugin written
+// before torch 2.11. CI runs devbridge against it (its check report, the
+// exchange table's refusal, allow_null_stream, the stream-resolver route).
+struct SimdevGuardImplWithoutNativeHandle final : public SimdevGuardImplBase {
+  using SimdevGuardImplBase::SimdevGuardImplBase;
+};
+
+// False when the process was started with SIMDEV_NATIVE_HANDLE=0 (read once).
+bool guardOverridesNativeHandle();
 
 }  // namespace torch_simdev

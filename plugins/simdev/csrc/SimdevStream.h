@@ -4,6 +4,11 @@
 // sdStream_t, never the id):
 //   0            the device's default stream (sdStreamGetDefault)
 //   1..kPoolSize a stream of the device's pool
+//   kExternalStreamIdBase + handle
+//                a stream created outside torch (sdStreamCreate by a kernel
+//                library, a DLPack consumer's stream): torch.Stream,
+//                torch.Event and devbridge can then use it, as
+//                torch.cuda.ExternalStream does for CUDA
 //
 // The pool: every simdev stream owns a worker thread, so streams are not
 // created per request. As with CUDA's stream pool, each device lazily creates
@@ -23,6 +28,9 @@
 namespace torch_simdev {
 
 constexpr int kStreamPoolSize = 8;
+// The runtime's limit on SIMDEV_DEVICE_COUNT (runtime/src/config.cpp).
+constexpr int kMaxDevices = 64;
+constexpr c10::StreamId kExternalStreamIdBase = c10::StreamId{1} << 32;
 
 c10::Stream defaultStream(c10::DeviceIndex device);
 // The next pool stream of `device`, round-robin.
@@ -38,8 +46,12 @@ c10::Stream exchangeCurrentStream(const c10::Stream& stream);
 // stream of another device type or an id this backend never handed out.
 sdStream_t nativeStream(const c10::Stream& stream);
 
-inline sdStream_t currentNativeStream(c10::DeviceIndex device) {
-  return nativeStream(currentStream(device));
-}
+// The calling thread's current sdStream_t of `device` (-1: current device).
+sdStream_t currentNativeStream(c10::DeviceIndex device);
+
+// The StreamId under which `stream`, a live stream of `device`, is known:
+// 0 or a pool id for torch's own streams, an external id otherwise. False
+// when `stream` is not a stream of that device. Never throws.
+bool streamIdOf(c10::DeviceIndex device, sdStream_t stream, c10::StreamId* out_id) noexcept;
 
 }  // namespace torch_simdev

@@ -11,6 +11,7 @@ import ctypes
 import torch
 
 from .. import dlpack_ctypes as abi
+from .native_stream import NATIVE_HANDLE_FIX, require_native_stream
 from .plugin import Backend
 from .registry import check
 from .result import CheckFailed, CheckResult
@@ -63,27 +64,49 @@ def _version(backend: Backend, result: CheckResult) -> None:
 
 @check("dlpack.stream", "current_work_stream is the plugin's live stream")
 def _live_stream(backend: Backend, result: CheckResult) -> None:
+    from devbridge import _C
+
     table = _our_table()
+    source = require_native_stream(backend, torch.accelerator.current_device_index())
+
+    def expected(stream: torch.Stream, index: int) -> int:
+        # The truth to compare with: torch's own handle, or, for a plugin that
+        # has none, what its resolver says of the current stream's id.
+        if source == "resolver":
+            return _C._stream_native_handle(backend.name, index, stream.stream_id)
+        try:
+            return stream.native_handle
+        except RuntimeError as exc:
+            raise CheckFailed(f"torch.Stream.native_handle raised: {exc}", NATIVE_HANDLE_FIX) from exc
+
     for index in range(torch.accelerator.device_count()):
         device = torch.device(backend.name, index)
         side = torch.Stream(device=device)
         for stream in (torch.accelerator.current_stream(device), side):
             with stream:
-                seen = table.current_stream(abi.KDL_EXT_DEV, index)
-            if seen != stream.native_handle:
+                try:
+                    seen = table.current_stream(abi.KDL_EXT_DEV, index)
+                except RuntimeError as exc:
+                    raise CheckFailed(f"current_work_stream(kDLExtDev, {index}) failed: {exc}",
+                                      NATIVE_HANDLE_FIX) from exc
+                want = expected(stream, index)
+            if seen != want:
                 raise CheckFailed(
                     f"current_work_stream(kDLExtDev, {index}) gave {seen:#x}, but the current "
-                    f"stream of {device} is {stream.native_handle:#x}",
+                    f"stream of {device} is {want:#x}",
                     "the plugin's getStream() must return the current stream set through "
-                    "exchangeStream(), per thread and device",
+                    "exchangeStream(), per thread and device"
+                    + (", and its current-stream query the same stream"
+                       if source == "current-stream-query" else ""),
                 )
     if table.current_stream(abi.KDL_CPU, 0) != 0:
         raise CheckFailed("current_work_stream(kDLCPU) is not NULL", "devbridge bug: please report it")
-    result.detail = f"matched live streams on {torch.accelerator.device_count()} device(s)"
+    route = {"guard": "the guard's native handle", "resolver": "the plugin's stream resolver",
+             "current-stream-query": "the plugin's current-stream query"}[source]
+    result.detail = (f"matched live streams on {torch.accelerator.device_count()} device(s), "
+                     f"through {route}")
     # Timed in a C loop: what a kernel library pays per call (ctypes would
     # add ~0.5 us of its own).
-    from devbridge import _C
-
     samples = sorted(_C._time_current_work_stream(_devbridge().exchange_api(), abi.KDL_EXT_DEV, 0,
                                                   200_000) for _ in range(5))
     result.costs_ns["current_work_stream(kDLExtDev)"] = samples[len(samples) // 2]

@@ -8,6 +8,7 @@ import time
 
 import torch
 
+from .native_stream import require_native_stream
 from .plugin import Backend
 from .registry import check
 from .result import CheckFailed, CheckResult
@@ -40,6 +41,9 @@ def _triton_kernel(backend: Backend, result: CheckResult) -> None:
         return
     from . import _triton_kernel
 
+    # Launches go on the current stream's native handle: without one, fail
+    # with the fix rather than with the launcher's error.
+    require_native_stream(backend, torch.accelerator.current_device_index())
     device = torch.device(backend.name, torch.accelerator.current_device_index())
     set_delay = getattr(backend.module, "set_op_delay_us", None)
     stream = torch.Stream(device=device)

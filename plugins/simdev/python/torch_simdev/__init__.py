@@ -10,7 +10,10 @@ Operators on simdev tensors are asynchronous and ordered by streams, like a
 real device; a debug delay (``torch.simdev.op_delay(us)`` or the environment
 variable ``SIMDEV_OP_DELAY_US``) makes a missing synchronization show up as
 wrong data. Environment: ``SIMDEV_DEVICE_COUNT`` (default 2),
-``SIMDEV_MEMORY_CAPACITY`` (bytes per device, default 4 GiB).
+``SIMDEV_MEMORY_CAPACITY`` (bytes per device, default 4 GiB),
+``SIMDEV_NATIVE_HANDLE=0`` (register a device guard without
+``getStreamNativeHandle``, as a plugin written for torch < 2.11 has, and no
+devbridge stream hooks: what devbridge does for such plugins is tested on it).
 """
 
 from __future__ import annotations
@@ -37,6 +40,11 @@ def _autoload() -> None:
     except ImportError:
         return
     devbridge.install()
+    global _stream_hooks_pending
+    if "_C" in globals():
+        _register_stream_hooks(devbridge)
+    else:  # this package is still being imported: finished at its end
+        _stream_hooks_pending = True
     # Triton: simdev has no instruction set; its kernels run in Triton's
     # interpreter, launched through simdev's own module API (tests only).
     try:
@@ -45,6 +53,19 @@ def _autoload() -> None:
         return
     library = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libsimdev_runtime.so")
     declare_hardware("simdev", compiler="interpreter", kernel_runtime="simdev-interpreter:" + library)
+
+
+_stream_hooks_pending = False
+
+
+def _register_stream_hooks(devbridge) -> None:
+    """devbridge's fast current-stream query and external-stream hook
+    (docs/plugin-authors.md). A plugin without a native-handle override
+    (SIMDEV_NATIVE_HANDLE=0) stands for an older plugin: it registers neither;
+    neither does an older devbridge, which lacks them."""
+    if _C.guard_has_native_handle() and hasattr(devbridge, "register_current_stream_query"):
+        devbridge.register_current_stream_query(_C.current_stream_query(), "simdev")
+        devbridge.register_external_stream_hook(_C.external_stream_hook(), "simdev")
 
 
 import torch  # noqa: E402  (after _autoload, see its docstring)
@@ -71,6 +92,17 @@ def _check_privateuse1_is_free() -> None:
 
 _check_privateuse1_is_free()
 
+
+def _check_environment() -> None:
+    # Read by _C's static initialisers, where an error could not say what is wrong.
+    value = os.environ.get("SIMDEV_NATIVE_HANDLE")
+    if value not in (None, "0", "1"):
+        raise RuntimeError(f"SIMDEV_NATIVE_HANDLE={value!r}: use 1 (the default: the device guard overrides "
+                           "getStreamNativeHandle) or 0 (it does not), or unset it")
+
+
+_check_environment()
+
 from . import _C  # noqa: E402  (registers the backend; must follow the check above)
 from . import device_module as _device_module  # noqa: E402
 
@@ -85,6 +117,12 @@ def _register() -> None:
 
 
 _register()
+
+if _stream_hooks_pending:  # _autoload ran before _C was loaded
+    import devbridge as _devbridge
+
+    _register_stream_hooks(_devbridge)
+    _stream_hooks_pending = False
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 

@@ -200,5 +200,16 @@ def default_stream(device: _DeviceLike = None) -> torch.Stream:
     return torch.Stream(stream_id=0, device_index=index, device_type=device_type)
 
 
+def external_stream(handle: int, device: _DeviceLike = None) -> torch.Stream:
+    """A ``torch.Stream`` for a simdev stream created outside torch (an ``sdStream_t``
+    from ``sdStreamCreate``, as a kernel library or a DLPack consumer makes one),
+    like ``torch.cuda.ExternalStream``. The stream stays the creator's: destroying
+    it while torch still uses it is the creator's error."""
+    index = _index(device)
+    device_type = torch.accelerator.current_stream(index).device_type
+    return torch.Stream(stream_id=_C.external_stream_id(index, handle), device_index=index,
+                        device_type=device_type)
+
+
 def _current_stream_handle(device: Optional[int] = None) -> int:
     return _C.current_stream_handle(-1 if device is None else device)

@@ -1,0 +1,101 @@
+"""Every torch name devbridge's Python DLPack protocol (_protocol.py) touches,
+and nothing else, with the torch versions each was checked on: 2.11.0 (the
+H200) and 2.13.0 (CI); 2.12 lies between the two and is accepted. Another
+version is refused by check_version(), which install() calls before patching
+anything, so an unknown torch fails with the fix instead of exporting wrongly.
+
+  torch.Tensor.__dlpack__          Python methods of torch/_tensor.py with the
+  torch.Tensor.__dlpack_device__   keyword-only signature (stream=-1,
+                                   max_version=None, dl_device=None,
+                                   copy=None) in 2.11 and 2.13 (also checked by
+                                   signature). Replaced on the class by
+                                   wrappers that call them, unchanged, for
+                                   every tensor that is not on the plugin
+                                   device: torch compares the device type with
+                                   the literal "privateuse1", so a renamed
+                                   backend's tensors raise "Unknown device
+                                   type" there, and the stream is ignored.
+  torch.utils.dlpack.from_dlpack   (= torch.from_dlpack) replaced only while an
+                                   Ascend option is on (2.11, 2.13): torch's
+                                   importer does not know device type 21.
+  torch.utils.dlpack.DLDeviceType  the enum __dlpack_device__ returns (public;
+                                   it has no kAscend member).
+  torch._C._get_privateuse1_backend_name   (private) the plugin's device type
+                                   name, "privateuseone" until renamed.
+  torch.overrides.has_torch_function_unary / handle_torch_function
+                                   (public) used as torch's own methods use
+                                   them, so Tensor subclasses see the same
+                                   __torch_function__ calls as before.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+
+CHECKED_VERSIONS = ("2.11", "2.12", "2.13")
+_DLPACK_PARAMETERS = ["self", "stream", "max_version", "dl_device", "copy"]
+
+
+def torch_minor() -> str:
+    return ".".join(torch.__version__.split("+")[0].split(".")[:2])
+
+
+def check_version() -> None:
+    """Raise RuntimeError naming the fix unless this torch was checked."""
+    minor = torch_minor()
+    parameters = list(inspect.signature(original_dlpack()).parameters)
+    if minor in CHECKED_VERSIONS and parameters == _DLPACK_PARAMETERS:
+        return
+    found = f"torch {torch.__version__}" + (
+        "" if parameters == _DLPACK_PARAMETERS else f", whose Tensor.__dlpack__ takes {parameters}")
+    raise RuntimeError(
+        f"devbridge: {found} is not a version devbridge's Python DLPack protocol was checked on "
+        f"({', '.join(CHECKED_VERSIONS)}); it replaces torch.Tensor.__dlpack__ and "
+        "__dlpack_device__ and so refuses rather than risk wrong exports. Call "
+        "devbridge.install(python_protocol=False) to install only the C exchange table, or "
+        "update devbridge/_torch_dlpack_api.py after checking each name it lists against this torch.")
+
+
+def original_dlpack():
+    """torch's own Tensor.__dlpack__, also while devbridge's wrapper is installed."""
+    method = torch.Tensor.__dict__["__dlpack__"]
+    return getattr(method, "__devbridge_wraps__", method)
+
+
+def original_dlpack_device():
+    method = torch.Tensor.__dict__["__dlpack_device__"]
+    return getattr(method, "__devbridge_wraps__", method)
+
+
+def original_from_dlpack():
+    function = torch.utils.dlpack.from_dlpack
+    return getattr(function, "__devbridge_wraps__", function)
+
+
+def set_tensor_methods(dlpack, dlpack_device) -> None:
+    torch.Tensor.__dlpack__ = dlpack
+    torch.Tensor.__dlpack_device__ = dlpack_device
+
+
+def set_from_dlpack(function) -> None:
+    # torch/__init__.py binds the same function object as torch.from_dlpack.
+    torch.utils.dlpack.from_dlpack = function
+    torch.from_dlpack = function
+
+
+def plugin_device_type() -> str:
+    return torch._C._get_privateuse1_backend_name()
+
+
+def dl_device_type_enum():
+    return torch.utils.dlpack.DLDeviceType
+
+
+def has_torch_function_unary(tensor) -> bool:
+    return torch.overrides.has_torch_function_unary(tensor)
+
+
+def handle_torch_function(public_api, tensor, **kwargs):
+    return torch.overrides.handle_torch_function(public_api, (tensor,), tensor, **kwargs)

@@ -1,0 +1,90 @@
+// Ordering a consumer's stream after the producer's current stream: what
+// DLPack's `__dlpack__(stream=...)` and the runtime table's
+// wait_current_stream ask of a producer.
+//
+// The consumer names its stream by native handle; c10 events need a
+// c10::Stream. The plugin's external-stream hook maps one to the other; with
+// no hook, devbridge recognises the two streams it can name itself (the
+// current and the default stream) and refuses the rest, naming the fix,
+// rather than guessing or synchronising the host.
+#include <c10/core/Event.h>
+#include <c10/util/Exception.h>
+
+#include <cstdio>
+
+#include "devbridge/runtime.h"
+
+namespace devbridge {
+namespace {
+
+std::string Hex(const void* pointer) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%#zx", static_cast<size_t>(reinterpret_cast<uintptr_t>(pointer)));
+  return text;
+}
+
+}  // namespace
+
+c10::Stream DeviceRuntime::default_stream(c10::DeviceIndex index) const {
+  const auto* impl = guard();
+  check_index(state_for(impl), index);
+  try {
+    return impl->getDefaultStream(c10::Device(type_, index));
+  } catch (const c10::Error& error) {
+    throw Error(ErrorKind::kNotImplemented,
+                "devbridge: " + name() + "'s device guard has no default stream (" +
+                    error.what_without_backtrace() +
+                    "); override getDefaultStream in the plugin's DeviceGuardImplInterface, or "
+                    "pass a native stream (or -1) instead of None");
+  }
+}
+
+c10::Stream DeviceRuntime::stream_from_native(c10::DeviceIndex index, void* native) const {
+  if (type_ == c10::DeviceType::CPU) {
+    throw Error(ErrorKind::kValue, "devbridge: the CPU has no streams; a CPU consumer passes no stream");
+  }
+  const auto* impl = guard();
+  check_index(state_for(impl), index);
+  const c10::Device device(type_, index);
+  const std::string where = name() + ":" + std::to_string(index);
+  if (const DevbridgeExternalStreamFn hook = GetExternalStreamHook(type_)) {
+    int64_t id = 0;
+    if (hook(index, native, &id) != 0) {
+      throw Error(ErrorKind::kValue, "devbridge: " + Hex(native) + " is not a stream of " + where +
+                                         " (the plugin's external-stream hook does not know it); "
+                                         "pass a native stream of the tensor's own device");
+    }
+    return c10::Stream(c10::Stream::UNSAFE, device, id);
+  }
+  const c10::Stream current = impl->getStream(device);
+  if (native_handle(current) == native) return current;
+  try {
+    const c10::Stream fallback = impl->getDefaultStream(device);
+    if (native_handle(fallback) == native) return fallback;
+  } catch (const c10::Error&) {
+    // The guard has no getDefaultStream: only the current stream is known.
+  }
+  throw Error(
+      ErrorKind::kBuffer,
+      "devbridge: stream " + Hex(native) + " is neither the current nor the default stream of " +
+          where + ", and the plugin '" + name() +
+          "' registers no external-stream hook, so devbridge cannot tell which of its streams it "
+          "is and cannot order it after the producer's work. Fix one of: (1) in the plugin, "
+          "register a DevbridgeExternalStreamFn (devbridge.register_external_stream_hook(capsule, "
+          "'" + name() + "'), docs/plugin-authors.md); (2) make that stream current "
+          "(with torch.Stream(...)) before exporting; (3) pass stream=-1 and order the work "
+          "yourself");
+}
+
+void DeviceRuntime::wait_for_current_stream(const c10::Stream& consumer) const {
+  const c10::Stream current = guard()->getStream(consumer.device());
+  if (current == consumer) return;
+  // A c10::Event without timing: the plugin records it on the producer's
+  // stream and makes the consumer wait for it on the device; destroying it
+  // right after is allowed while the wait is pending (as in CUDA).
+  c10::Event event(type_, c10::EventFlag::PYTORCH_DEFAULT);
+  event.record(current);
+  event.block(consumer);
+}
+
+}  // namespace devbridge
