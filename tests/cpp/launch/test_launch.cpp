@@ -173,7 +173,7 @@ class LaunchTest : public ::testing::Test {
     sdDeviceSynchronize(1);
     t_current_stream[0] = t_current_stream[1] = nullptr;
   }
-  DevbridgeLaunchMetadata metadata_{4, 1, 0, 0, 1, 0, 1, 0};
+  DevbridgeLaunchMetadata metadata_{4, 1, 0, 0, 1, 0, 1, 0, kDevbridgeLayoutTriton, 0, 0, 0};
 };
 
 // ---------------------------------------------------------------- tests
@@ -402,7 +402,7 @@ TEST_F(LaunchTest, ManyThreadsLaunchOnTheirOwnStreamsAndDevices) {
       ASSERT_EQ(sdStreamCreate(device, &stream), sdSuccess);
       t_current_stream[device] = stream;
       int64_t* out = DeviceAlloc<int64_t>(2 * kLaunches, device);
-      DevbridgeLaunchMetadata md{4, 1, 0, 16, 16, 0, 1, 0};
+      DevbridgeLaunchMetadata md{4, 1, 0, 16, 16, 0, 1, 0, kDevbridgeLayoutTriton, 0, 0, 0};
       for (int i = 0; i < kLaunches; ++i) {
         Params p;
         p.add(out + 2 * i).add<int64_t>(t * 1000 + i);
