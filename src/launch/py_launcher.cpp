@@ -139,6 +139,9 @@ const std::shared_ptr<const LoadedKernel>& FindLaunchKernel(LauncherState& state
 }
 
 void ParsePackedMetadata(LauncherState& state, PyObject* packed) {
+  // The Ascend backends pack a dict (kernel_name, tensor_kinds, ...) that
+  // says nothing the launch needs: its metadata came with the plan.
+  if (state.signature.metadata.layout == kDevbridgeLayoutAscend) return;
   if (packed == state.cached_packed) return;
   if (!PyTuple_Check(packed) || PyTuple_GET_SIZE(packed) != 3) {
     Fail(ErrorKind::kType, "devbridge: packed_metadata of kernel '" + state.kernel_name +
