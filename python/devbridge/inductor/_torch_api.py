@@ -111,6 +111,10 @@ def registered_scheduling(device: str):
 def register_op_overrides(device: str, overrides) -> None:
     from torch._inductor.codegen import common
 
+    # torch 2.11 registers the built-in overrides (cuda's among them) at the
+    # first lookup only while its table is empty: look one up first, or cuda
+    # would get the CPU's empty ones (a wrapper that does not parse).
+    common.get_device_op_overrides("cpu")
     common.register_device_op_overrides(device, overrides)
 
 

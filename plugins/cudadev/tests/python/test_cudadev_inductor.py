@@ -76,12 +76,13 @@ def test_gpt_block_at_realistic_sizes_forward_and_backward():
     on_cuda = torch.compile(cuda_model)(x.to("cuda"))
     cases.assert_close(out, expected, 2e-3, 2e-3)
     cases.assert_close(out, on_cuda, 2e-3, 2e-3)
+    # Backward against eager cudadev only: torch.cuda's backward beside a
+    # PrivateUse1 backend trips PyTorch's autograd engine (the xfail in
+    # test_cudadev_ops.py), whatever compiles it.
     out.square().mean().backward()
     expected.square().mean().backward()
-    on_cuda.square().mean().backward()
-    for p, e, c in zip(model.parameters(), eager_model.parameters(), cuda_model.parameters()):
+    for p, e in zip(model.parameters(), eager_model.parameters()):
         cases.assert_close(p.grad, e.grad, 2e-3, 2e-3)
-        cases.assert_close(p.grad, c.grad, 2e-3, 2e-3)
 
 
 def test_mlp_training_step_matches_eager():
