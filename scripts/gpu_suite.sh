@@ -4,7 +4,11 @@
 #   `devbridge check` on cudadev, the DLPack benchmark on cudadev, the cudadev
 #   tests and the GPU-marked tests.
 #
-#   OUT=/dir/for/logs scripts/gpu_suite.sh
+#   OUT=/dir/for/logs [GPU_SUITE_PART=tests|bench] scripts/gpu_suite.sh
+#
+# GPU_SUITE_PART splits the run in two calls when it no longer fits one
+# (each builds first): "tests" (checks and test suites) or "bench" (the
+# benchmarks); unset, both.
 #
 # Every step writes its own log under $OUT and records its exit status in
 # $OUT/summary.txt; a failing step does not stop the later ones. The script
@@ -56,6 +60,9 @@ fi
 # simdev and cudadev are both installed and both claim PrivateUse1; only one
 # can own it per process. No autoload: each process imports its plugin itself.
 export TORCH_DEVICE_BACKEND_AUTOLOAD=0
+
+PART=${GPU_SUITE_PART:-all}
+want() { [[ $PART == all || $PART == "$1" ]]; }
 
 SUMMARY=$OUT/summary.txt
 : > "$SUMMARY"
@@ -137,11 +144,11 @@ step build_simdev 180 "${PIP_INSTALL[@]}" "$ROOT/plugins/simdev"
 # autoloaded: proves devbridge and simdev on the oldest supported torch, and
 # the DLPack numbers on it. Runs before cudadev is installed (one PrivateUse1
 # plugin per process; autoload would load both).
-step pytest_simdev 240 env TORCH_DEVICE_BACKEND_AUTOLOAD=1 "${PYTEST[@]}" -q \
+want tests && step pytest_simdev 300 env TORCH_DEVICE_BACKEND_AUTOLOAD=1 "${PYTEST[@]}" -q -n 4 --dist loadfile \
   "$ROOT/tests/python" "$ROOT/plugins/simdev/tests/python" --junitxml="$OUT/junit_simdev.xml"
-step check_simdev 60 bash -c 'TORCH_DEVICE_BACKEND_AUTOLOAD=1 "$0" -m devbridge check --json >"$1"' \
+want tests && step check_simdev 60 bash -c 'TORCH_DEVICE_BACKEND_AUTOLOAD=1 "$0" -m devbridge check --json >"$1"' \
   "$PY" "$OUT/check_simdev.json"
-step bench_dlpack 120 env TORCH_DEVICE_BACKEND_AUTOLOAD=1 "$PY" "$ROOT/bench/dlpack_exchange.py" \
+want bench && step bench_dlpack 120 env TORCH_DEVICE_BACKEND_AUTOLOAD=1 "$PY" "$ROOT/bench/dlpack_exchange.py" \
   --machine "${GPU_SUITE_MACHINE:-h200}" --repeats 11 --results-dir "$OUT"
 
 step build_cudadev 180 "${PIP_INSTALL[@]}" "$ROOT/plugins/cudadev"
@@ -161,7 +168,7 @@ for name in ("devbridge", "torch_simdev", "torch_cudadev"):
 PYEOF
 
 # devbridge's conformance report on cudadev: JSON on stdout, the rest in the log.
-step check_cudadev 120 bash -c '"$0" -m devbridge check --device cudadev --plugin torch_cudadev --json >"$1"' \
+want tests && step check_cudadev 120 bash -c '"$0" -m devbridge check --device cudadev --plugin torch_cudadev --json >"$1"' \
   "$PY" "$OUT/check_cudadev.json"
 
 # The DLPack benchmark on cudadev: devbridge's current_work_stream(kDLExtDev)
@@ -173,16 +180,20 @@ step bench_dlpack_cudadev 120 "$PY" "$ROOT/bench/dlpack_exchange.py" --plugin to
 
 # One xdist worker: a crash in one test is reported as that test's failure
 # (the worker is restarted) instead of ending the whole run.
-step pytest_cudadev 240 "${PYTEST[@]}" -n 1 --max-worker-restart=20 "$ROOT/plugins/cudadev/tests/python" \
+want tests && step pytest_cudadev 300 "${PYTEST[@]}" -n 1 --max-worker-restart=20 "$ROOT/plugins/cudadev/tests/python" \
   --junitxml="$OUT/junit_cudadev.xml"
 # The launcher benchmark: devbridge's launcher and kernel[grid] on cudadev vs
 # upstream Triton, PyTorch's static launcher and a bare cuLaunchKernel, same
 # process, same cubin (bench/README.md).
-step bench_triton_launch 240 "$PY" "$ROOT/bench/triton_launch.py" \
+want bench && step bench_triton_launch 240 "$PY" "$ROOT/bench/triton_launch.py" \
   --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT"
 # GPU-marked devbridge tests (Triton, torch.compile, ...) run on cudadev.
-step pytest_gpu 240 --no-tests-ok env DEVBRIDGE_TEST_PLUGIN=torch_cudadev \
+want tests && step pytest_gpu 240 --no-tests-ok env DEVBRIDGE_TEST_PLUGIN=torch_cudadev \
   "${PYTEST[@]}" "$ROOT/tests/python" -m gpu --junitxml="$OUT/junit_gpu.xml"
+
+# torch.compile on cudadev vs on cuda, same process (bench/compile.py).
+want bench && step bench_compile 300 "$PY" "$ROOT/bench/compile.py" \
+  --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT"
 
 echo "==> summary ($(($(date +%s) - START))s, logs in $OUT)"
 cat "$SUMMARY"

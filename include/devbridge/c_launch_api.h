@@ -12,11 +12,29 @@
  * through a dlopen'ed libcuda.so.1, simdev's host-function kernels, ...).
  * Nothing here includes torch, a vendor header or Python.
  *
- * The kernel-parameter ABI (what `params` holds, in order):
+ * The kernel-parameter ABI has two layouts (DevbridgeParamLayout), chosen
+ * by the kernel's metadata:
+ *
+ * kDevbridgeLayoutTriton (upstream Triton's GPU backends), `params` holds:
  *  1. every non-constexpr argument of the kernel, tuples flattened and tensor
  *     descriptors decomposed, each at its type's size (DevbridgeArgType);
  *  2. always two trailing pointers: global scratch and profile scratch
  *     (NULL when the metadata asks for 0 bytes).
+ *
+ * kDevbridgeLayoutAscend (triton-ascend and FlagTree's Ascend backend), one
+ * packed argument block (DevbridgeLaunchConfig.arg_block), in order:
+ *  1. `ffts_addr`, 8 bytes, when DEVBRIDGE_LAUNCH_ASCEND_FFTS is set (the
+ *     kernel runtime's hardware_sync_address);
+ *  2. `syncBlockLock` and `workspace`, 8 bytes each, unless
+ *     DEVBRIDGE_LAUNCH_ASCEND_SIMT_ONLY (NULL when the metadata asks for none);
+ *  3. every non-constexpr argument: pointers, 64-bit integers and fp64 at
+ *     8-byte aligned offsets, everything else in a 4-byte aligned slot;
+ *     i1 and u1 are passed as 32-bit integers, fp16, bf16 and fp32 as fp32;
+ *  4. gridX, gridY, gridZ as int32;
+ *  the block's size rounded up to 8 (the packed struct triton-ascend
+ *  generates). The launch is 1-D: gridX*gridY*gridZ blocks, or at most the
+ *  device's core count with DEVBRIDGE_LAUNCH_ASCEND_CAP_BLOCKS; the kernel
+ *  rebuilds its program id from the trailing grid.
  *
  * Errors: every function returns 0 on success and -1 on failure; the message
  * is then available from the table's `get_last_error` on the same thread. No
@@ -36,7 +54,7 @@ extern "C" {
 #endif
 
 #define DEVBRIDGE_LAUNCH_API_MAJOR 1
-#define DEVBRIDGE_LAUNCH_API_MINOR 0
+#define DEVBRIDGE_LAUNCH_API_MINOR 1
 
 /*! \brief Name of the PyCapsule carrying a `DevbridgeKernelRuntime*`. */
 #define DEVBRIDGE_KERNEL_RUNTIME_CAPSULE_NAME "devbridge_kernel_runtime"
@@ -65,9 +83,26 @@ typedef enum {
   kDevbridgeArgFP64 = 15    /*!< "fp64": 8 bytes */
 } DevbridgeArgType;
 
+/*! \brief How a kernel's parameters are laid out (see the file comment). Minor 1. */
+typedef enum {
+  kDevbridgeLayoutTriton = 0, /*!< params[] + two trailing scratch pointers */
+  kDevbridgeLayoutAscend = 1  /*!< one packed block: [ffts] [lock, workspace] args gridX gridY gridZ */
+} DevbridgeParamLayout;
+
 /*! \brief Flags of DevbridgeLaunchMetadata and DevbridgeLaunchConfig. */
 #define DEVBRIDGE_LAUNCH_COOPERATIVE 1u /*!< metadata.launch_cooperative_grid */
 #define DEVBRIDGE_LAUNCH_PDL 2u         /*!< metadata.launch_pdl (programmatic dependent launch) */
+/*! \brief Ascend layout: a leading ffts_addr (FFTS-capable targets, FFTS not disabled). Minor 1. */
+#define DEVBRIDGE_LAUNCH_ASCEND_FFTS 4u
+/*! \brief Ascend layout: no lock and workspace slots (metadata.force_simt_only). Minor 1. */
+#define DEVBRIDGE_LAUNCH_ASCEND_SIMT_ONLY 8u
+/*! \brief Ascend layout: at most the device's core count of blocks (TRITON_ALL_BLOCKS_PARALLEL). Minor 1. */
+#define DEVBRIDGE_LAUNCH_ASCEND_CAP_BLOCKS 16u
+/*! \brief Ascend layout: the kernel runs on vector cores (mix_mode "aiv"): its core count
+ *  is the vector core count. Minor 1. */
+#define DEVBRIDGE_LAUNCH_ASCEND_VECTOR_CORES 32u
+/*! \brief The flags that only the Ascend layout gives meaning to. */
+#define DEVBRIDGE_LAUNCH_ASCEND_FLAGS 60u
 
 /*!
  * \brief What a compiled kernel's metadata says about launching it. Built once
@@ -81,13 +116,18 @@ typedef struct {
   uint32_t global_scratch_align;  /*!< alignment of the global scratch block, a power of two */
   uint64_t profile_scratch_size;  /*!< bytes of profile scratch per program (0: none) */
   uint32_t profile_scratch_align; /*!< alignment of the profile scratch block, a power of two */
-  uint32_t flags;                 /*!< DEVBRIDGE_LAUNCH_COOPERATIVE | DEVBRIDGE_LAUNCH_PDL */
+  uint32_t flags;                 /*!< DEVBRIDGE_LAUNCH_* */
+  /* minor 1: the Ascend layout (zero for kDevbridgeLayoutTriton) */
+  uint32_t layout;                /*!< DevbridgeParamLayout */
+  uint64_t workspace_size;        /*!< Ascend: workspace bytes per program (of gridX*gridY*gridZ); 0: none */
+  uint64_t lock_num;              /*!< Ascend: int64 sync-block-lock words; 0: none */
+  int64_t lock_init_value;        /*!< Ascend: every lock word's value before the kernel runs */
 } DevbridgeLaunchMetadata;
 
 /*!
  * \brief Signature descriptor of a compiled kernel: its flattened parameter
- *  types (without the two scratch pointers, which every launch appends) and
- *  its launch metadata.
+ *  types (without the pointers and the grid the layout adds) and its launch
+ *  metadata.
  */
 typedef struct {
   uint32_t num_params;             /*!< entries of param_types */
@@ -97,15 +137,22 @@ typedef struct {
 
 /*! \brief One launch as a kernel runtime receives it. */
 typedef struct {
-  uint32_t grid[3];         /*!< programs in x, y, z; each >= 1 (empty grids never reach the runtime) */
+  uint32_t grid[3];         /*!< programs in x, y, z; each >= 1 (empty grids never reach the runtime);
+                                 Ascend layout: {blocks, 1, 1}, the 1-D block count */
   uint32_t num_warps;       /*!< from the packed metadata of the call */
   uint32_t num_ctas;        /*!< cluster size along x; the runtime multiplies grid[0] by it */
   uint32_t shared_bytes;    /*!< dynamic shared memory per program */
-  uint32_t flags;           /*!< DEVBRIDGE_LAUNCH_COOPERATIVE | DEVBRIDGE_LAUNCH_PDL */
+  uint32_t flags;           /*!< DEVBRIDGE_LAUNCH_* of the metadata */
   void* stream;             /*!< the native stream to enqueue on */
   void** params;            /*!< num_params pointers, params[i] points at the i-th value */
   const size_t* param_sizes;/*!< bytes of each value */
-  uint32_t num_params;      /*!< kernel parameters + the 2 scratch pointers */
+  uint32_t num_params;      /*!< Triton layout: kernel parameters + the 2 scratch pointers;
+                                 Ascend layout: every slot of the block, in order */
+  /* minor 1 */
+  uint32_t layout;          /*!< DevbridgeParamLayout */
+  const void* arg_block;    /*!< Ascend layout: the packed argument block (host memory, valid during
+                                 the call; runtimes copy it); NULL in the Triton layout */
+  size_t arg_block_size;    /*!< its bytes */
 } DevbridgeLaunchConfig;
 
 /*! \brief What loading a binary gives back. */
@@ -171,8 +218,25 @@ typedef struct DevbridgeKernelRuntime {
   int (*pointer_device)(void* self, uint64_t address, int32_t* out_device_id);
   /*! \brief The calling thread's last error of this runtime; never NULL. */
   const char* (*get_last_error)(void* self);
-  /*! \brief Properties of device `device_id`, read from the hardware. */
+  /*! \brief Properties of device `device_id`, read from the hardware. Ascend:
+   *  multiprocessor_count is the AI core count; the vector core count is twice
+   *  that (the rule triton-ascend's driver applies, num_vectorcore = 2 * num_aicore). */
   int (*device_properties)(void* self, int32_t device_id, DevbridgeDeviceProperties* out);
+  /* ---- minor 1 (read only when `size` covers them) */
+  /*! \brief Bit (1u << layout) for every DevbridgeParamLayout `launch` accepts; 0 reads as
+   *  the Triton layout only (what every 1.0 table launches). */
+  uint32_t layouts;
+  /*!
+   * \brief Optional: enqueue on `stream` the fill of `count` int64 words at device
+   *  address `dst` with `value`, ordered with the stream's other work (the Ascend
+   *  sync-block lock is initialised this way). Never synchronizes.
+   */
+  int (*fill_async)(void* self, int32_t device_id, void* dst, int64_t value, uint64_t count, void* stream);
+  /*!
+   * \brief Optional: the device's hardware synchronisation address (Ascend FFTS,
+   *  aclrtGetHardwareSyncAddr), passed as the Ascend layout's leading ffts_addr.
+   */
+  int (*hardware_sync_address)(void* self, int32_t device_id, uint64_t* out_address);
 } DevbridgeKernelRuntime;
 
 #ifdef __cplusplus

@@ -9,6 +9,8 @@ The package is a thin front over the C++ core in devbridge._C:
   register_external_stream_hook()              a plugin's map from native streams to c10's
   register_submit_hook()                       hand launches to a plugin's task queue
   launch / triton                              the generic kernel launcher (submodules)
+  inductor                                     torch.compile on the plugin device (submodule;
+                                               install() arms it)
   current_stream() / device_count() / plugin_name()
 """
 
@@ -37,7 +39,8 @@ from ._torch_version import load_extension  # noqa: E402
 
 _C = load_extension()
 
-from ._exchange import exchange_api, install, is_installed, torch_exchange_api, uninstall  # noqa: E402,F811
+from ._exchange import exchange_api, is_installed, torch_exchange_api, uninstall  # noqa: E402
+from ._exchange import install as _install_exchange_table  # noqa: E402
 from ._runtime import (  # noqa: E402,F811
     current_stream,
     device_count,
@@ -49,6 +52,16 @@ from ._runtime import (  # noqa: E402,F811
     runtime_api,
     unregister_stream_resolver,
 )
+
+
+def install(**options) -> None:  # noqa: F811
+    """devbridge._exchange.install(**options) (the DLPack exchange table and the
+    Python protocol on torch.Tensor; see its options), then register the plugin
+    device with torch.compile at Dynamo's first compile (devbridge.inductor.arm)."""
+    _install_exchange_table(**options)
+    from .inductor import arm
+
+    arm()
 
 
 def _replay(calls) -> None:

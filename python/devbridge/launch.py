@@ -48,7 +48,9 @@ class LoadedBinary(NamedTuple):
 def kernel_runtime(name: str, *, library: str | None = None):
     """A kernel runtime (PyCapsule "devbridge_kernel_runtime").
 
-    `name`: "cuda" (cubins; libcuda.so.1 opened on first use), "simdev"
+    `name`: "cuda" (cubins; libcuda.so.1 opened on first use), "ascend"
+    (NPU binaries of triton-ascend; CANN's libascendcl.so opened on first use,
+    Ascend-layout launchers only), "simdev"
     (shared libraries of host-function kernels) or "simdev-interpreter"
     (simdev's Triton target: kernels run by Triton's interpreter); for both
     simdev ones `library` is the simdev runtime library,
@@ -58,6 +60,11 @@ def kernel_runtime(name: str, *, library: str | None = None):
         if library is not None:
             raise ValueError("devbridge: the cuda kernel runtime takes no library (it opens libcuda.so.1)")
         return _C.cuda_kernel_runtime()
+    if name == "ascend":
+        if library is not None:
+            raise ValueError("devbridge: the ascend kernel runtime takes no library (it opens CANN's libascendcl.so; "
+                             "DEVBRIDGE_ASCENDCL_LIBRARY names another path)")
+        return _C.ascend_kernel_runtime()
     if name in ("simdev", "simdev-interpreter"):
         if not library:
             raise ValueError(f"devbridge: the {name} kernel runtime needs library=<path of "
@@ -65,7 +72,7 @@ def kernel_runtime(name: str, *, library: str | None = None):
         if name == "simdev":
             return _C.simdev_kernel_runtime(library)
         return _C.simdev_interpreter_kernel_runtime(library, _simdev_interpreter_trampoline())
-    raise ValueError(f"devbridge: unknown kernel runtime {name!r}; devbridge has 'cuda', 'simdev' and "
+    raise ValueError(f"devbridge: unknown kernel runtime {name!r}; devbridge has 'cuda', 'ascend', 'simdev' and "
                      "'simdev-interpreter', "
                      "and a plugin may pass its own table as a 'devbridge_kernel_runtime' capsule")
 
@@ -151,7 +158,14 @@ def launcher(signature: Mapping[str, Any] | Iterable[Any], *, name: str = "kerne
     order, or a list) and launch metadata keywords (num_warps, num_ctas,
     shared, global_scratch_size, global_scratch_align, profile_scratch_size,
     profile_scratch_align, launch_cooperative_grid, launch_pdl).
-    `tensordesc_flags`: 2 for Triton 3.7+, 1 for Triton 3.6."""
+    `tensordesc_flags`: 2 for Triton 3.7+, 1 for Triton 3.6.
+
+    layout="ascend" builds a launcher for the Ascend kernel ABI (triton-ascend,
+    FlagTree's Ascend backend; include/devbridge/c_launch_api.h), with its own
+    keywords: workspace_size (bytes per program), lock_num (int64 lock words),
+    lock_init_value, ffts (a leading ffts_addr), simt_only (no lock and
+    workspace slots), cap_blocks (at most the device's core count of blocks),
+    vector_cores (mix_mode "aiv": the vector core count caps)."""
     if isinstance(signature, Mapping):
         names, types = list(signature.keys()), list(signature.values())
     else:

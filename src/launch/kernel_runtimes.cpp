@@ -1,5 +1,6 @@
 #include "launch/kernel_runtimes.h"
 
+#include <cstddef>
 #include <string>
 
 #include "devbridge/error.h"
@@ -31,7 +32,30 @@ DevbridgeKernelRuntime MakeKernelRuntime(const char* name, void* self, decltype(
   t.pointer_device = pointer_device;
   t.get_last_error = get_last_error;
   t.device_properties = device_properties;
+  t.layouts = 1u << kDevbridgeLayoutTriton;
   return t;
+}
+
+namespace {
+// Whether a table's producer knew the minor-1 fields (its size covers them).
+bool HasMinor1(const DevbridgeKernelRuntime& runtime) noexcept {
+  return runtime.minor >= 1 && runtime.size >= offsetof(DevbridgeKernelRuntime, hardware_sync_address) +
+                                                   sizeof(runtime.hardware_sync_address);
+}
+}  // namespace
+
+uint32_t RuntimeLayouts(const DevbridgeKernelRuntime& runtime) noexcept {
+  const uint32_t layouts = HasMinor1(runtime) ? runtime.layouts : 0u;
+  return layouts == 0 ? (1u << kDevbridgeLayoutTriton) : layouts;
+}
+
+decltype(DevbridgeKernelRuntime::fill_async) RuntimeFillAsync(const DevbridgeKernelRuntime& runtime) noexcept {
+  return HasMinor1(runtime) ? runtime.fill_async : nullptr;
+}
+
+decltype(DevbridgeKernelRuntime::hardware_sync_address) RuntimeHardwareSyncAddress(
+    const DevbridgeKernelRuntime& runtime) noexcept {
+  return HasMinor1(runtime) ? runtime.hardware_sync_address : nullptr;
 }
 
 void ValidateKernelRuntime(const DevbridgeKernelRuntime* runtime) {
@@ -42,10 +66,14 @@ void ValidateKernelRuntime(const DevbridgeKernelRuntime* runtime) {
                     ", this devbridge speaks " + std::to_string(DEVBRIDGE_LAUNCH_API_MAJOR) +
                     "; rebuild the plugin against this devbridge's c_launch_api.h");
   }
-  if (runtime->size < sizeof(DevbridgeKernelRuntime)) {  // 1.0 is the smallest table
+  // 1.0 ends with device_properties: the smallest table accepted.
+  constexpr size_t kMinor0Size =
+      offsetof(DevbridgeKernelRuntime, device_properties) + sizeof(DevbridgeKernelRuntime::device_properties);
+  const size_t expected = runtime->minor >= 1 ? sizeof(DevbridgeKernelRuntime) : kMinor0Size;
+  if (runtime->size < expected) {
     throw Error(ErrorKind::kValue, "devbridge: the kernel runtime table's size field (" +
                                        std::to_string(runtime->size) + ") is smaller than its version's (" +
-                                       std::to_string(sizeof(DevbridgeKernelRuntime)) + ")");
+                                       std::to_string(expected) + ")");
   }
   const char* missing = runtime->load == nullptr     ? "load"
                         : runtime->unload == nullptr ? "unload"

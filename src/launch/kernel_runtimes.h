@@ -17,6 +17,16 @@ namespace launch {
 // from that call, never at import.
 const DevbridgeKernelRuntime* CudaKernelRuntime() noexcept;
 
+// The CANN runtime (Ascend NPU binaries: triton-ascend's npubin) over a
+// dlopen'ed libascendcl.so (never linked). libascendcl is opened on the first
+// call that needs it; without CANN that call fails with a message naming
+// CANN, never at import.
+const DevbridgeKernelRuntime* AscendKernelRuntime() noexcept;
+
+// The NPU's SoC name (aclrtGetSocName: "Ascend910B1", ...), triton-ascend's
+// compile target. Throws std::runtime_error naming CANN when it is absent.
+std::string AscendSocName();
+
 // The simdev runtime (shared libraries of host-function kernels) behind the
 // simdev library at `library_path` (torch_simdev.runtime_library_path()).
 // One table per path, alive for the process. Throws devbridge::Error
@@ -32,13 +42,22 @@ void LoadSimdevModuleWithSetup(const DevbridgeKernelRuntime* simdev, const void*
                                const char* kernel_name, const char* setup_symbol, const void* setup_arg,
                                DevbridgeLoadedKernel* out);
 
-// A table of this header's version: the adapters' one way to fill it.
+// A table of this header's version: the adapters' one way to fill it. It
+// launches the Triton layout; an adapter for more layouts sets `layouts`,
+// `fill_async` and `hardware_sync_address` on the result.
 DevbridgeKernelRuntime MakeKernelRuntime(const char* name, void* self, decltype(DevbridgeKernelRuntime::load) load,
                                          decltype(DevbridgeKernelRuntime::unload) unload,
                                          decltype(DevbridgeKernelRuntime::launch) launch,
                                          decltype(DevbridgeKernelRuntime::pointer_device) pointer_device,
                                          decltype(DevbridgeKernelRuntime::get_last_error) get_last_error,
                                          decltype(DevbridgeKernelRuntime::device_properties) device_properties);
+
+// The minor-1 fields of a table, or their 1.0 meaning when the table is older
+// (Triton layout only, no fill_async, no hardware_sync_address).
+uint32_t RuntimeLayouts(const DevbridgeKernelRuntime& runtime) noexcept;
+decltype(DevbridgeKernelRuntime::fill_async) RuntimeFillAsync(const DevbridgeKernelRuntime& runtime) noexcept;
+decltype(DevbridgeKernelRuntime::hardware_sync_address) RuntimeHardwareSyncAddress(
+    const DevbridgeKernelRuntime& runtime) noexcept;
 
 // Throws devbridge::Error(kValue) naming what is wrong with a table handed in
 // from outside (NULL function, another major version, too small a size).

@@ -7,6 +7,7 @@
 
 #include "devbridge/error.h"
 #include "launch/kernel_runtimes.h"
+#include "launch/param_layout.h"
 
 namespace devbridge {
 namespace launch {
@@ -65,8 +66,16 @@ class Scratch {
   std::vector<void*> tokens_;
 };
 
-// A launch handed to a submit hook: owns copies of the parameter values and
-// the scratch tokens until the hook runs it (exactly once).
+// The Ascend sync-block lock's initialisation, enqueued right before the
+// kernel on the kernel's stream (stream order, no host write).
+struct LockFill {
+  void* lock = nullptr;
+  int64_t value = 0;
+  uint64_t words = 0;
+};
+
+// A launch handed to a submit hook: owns copies of the parameter values, the
+// argument block and the scratch tokens until the hook runs it (exactly once).
 struct Submission {
   const DevbridgeRuntimeAPI* framework = nullptr;
   std::shared_ptr<const LoadedKernel> kernel;
@@ -74,6 +83,9 @@ struct Submission {
   std::vector<uint64_t> values;  // 8-byte slots; values larger than 8 bytes take several
   std::vector<void*> params;
   std::vector<size_t> sizes;
+  std::vector<unsigned char> block;
+  bool fill = false;
+  LockFill lock_fill;
   std::vector<void*> scratch_tokens;
 
   ~Submission() {
@@ -81,10 +93,16 @@ struct Submission {
   }
 };
 
+int FillLock(const LoadedKernel& kernel, const LockFill& fill, void* stream) {
+  return RuntimeFillAsync(*kernel.runtime)(kernel.runtime->self, kernel.device_id, fill.lock, fill.value,
+                                           fill.words, stream);
+}
+
 int RunSubmission(void* context, void* stream) {
   std::unique_ptr<Submission> submission(static_cast<Submission*>(context));
   submission->config.stream = stream;
   const LoadedKernel& kernel = *submission->kernel;
+  if (submission->fill && FillLock(kernel, submission->lock_fill, stream) != 0) return -1;
   return kernel.runtime->launch(kernel.runtime->self, kernel.device_id, kernel.handles.function,
                                 &submission->config);
 }
@@ -104,19 +122,195 @@ void CheckScratchStream(const DevbridgeRuntimeAPI& framework, const LoadedKernel
   }
 }
 
+// Enqueues the launch `config` describes (and the lock fill before it) on its
+// stream, or hands both to the device type's submit hook. The scratch blocks
+// are released once enqueued (direct) or once the hook ran the closure.
+void Dispatch(const DevbridgeRuntimeAPI& framework, const LaunchRequest& request, const DevbridgeLaunchConfig& config,
+              Scratch& scratch, const LockFill* fill) {
+  const LoadedKernel& kernel = *request.kernel;
+  DevbridgeSubmitFn hook = nullptr;
+  if (framework.get_submit_hook(kernel.dl_device_type, &hook) != 0) {
+    ThrowFramework(framework, "reading the submit hook of " + kernel.device_name);
+  }
+  if (hook == nullptr) {
+    if (fill != nullptr && FillLock(kernel, *fill, request.stream) != 0) {
+      CheckRuntimeStatus(*kernel.runtime, -1,
+                         ("initialising the sync-block lock of kernel '" + kernel.name + "' on " +
+                          kernel.device_name).c_str());
+    }
+    const int status = kernel.runtime->launch(kernel.runtime->self, kernel.device_id,
+                                              kernel.handles.function, &config);
+    if (status != 0) {  // the message is built on failure only: this is the hot path
+      CheckRuntimeStatus(*kernel.runtime, status,
+                         ("launching kernel '" + kernel.name + "' on " + kernel.device_name).c_str());
+    }
+    return;  // ~Scratch releases the blocks: the launch is enqueued
+  }
+
+  auto submission = std::make_unique<Submission>();
+  submission->framework = &framework;
+  submission->kernel = request.kernel;
+  submission->config = config;
+  size_t slots = 0;
+  for (uint32_t i = 0; i < request.num_params; ++i) slots += (request.param_sizes[i] + 7) / 8;
+  submission->values.assign(slots, 0);
+  submission->params.resize(request.num_params);
+  submission->sizes.assign(request.param_sizes, request.param_sizes + request.num_params);
+  size_t slot = 0;
+  for (uint32_t i = 0; i < request.num_params; ++i) {
+    submission->params[i] = &submission->values[slot];
+    std::memcpy(&submission->values[slot], request.params[i], request.param_sizes[i]);
+    slot += (request.param_sizes[i] + 7) / 8;
+  }
+  submission->config.params = submission->params.data();
+  submission->config.param_sizes = submission->sizes.data();
+  if (config.arg_block != nullptr) {
+    const auto* bytes = static_cast<const unsigned char*>(config.arg_block);
+    submission->block.assign(bytes, bytes + config.arg_block_size);
+    submission->config.arg_block = submission->block.data();
+  }
+  if (fill != nullptr) {
+    submission->fill = true;
+    submission->lock_fill = *fill;
+  }
+  submission->scratch_tokens = scratch.release();
+  // The hook owns the submission once it returns 0 (it calls run exactly
+  // once); on -1 it has not taken it and it is freed here.
+  Submission* handed = submission.release();
+  if (hook(kernel.dl_device_type, kernel.device_id, request.stream, &RunSubmission, handed) != 0) {
+    delete handed;
+    throw Error(ErrorKind::kRuntime, "devbridge: the submit hook of " + kernel.device_name +
+                                         " refused the launch of kernel '" + kernel.name + "'");
+  }
+}
+
+const char* LayoutName(uint32_t layout) { return layout == kDevbridgeLayoutAscend ? "Ascend" : "Triton"; }
+
+// The AI cores (or vector cores, twice as many) an Ascend block count is
+// capped at, read once per loaded kernel.
+uint64_t CoreCount(const LoadedKernel& kernel, uint32_t flags) {
+  int64_t cores = kernel.core_count.load(std::memory_order_acquire);
+  if (cores < 0) {
+    DevbridgeDeviceProperties properties{};
+    CheckRuntimeStatus(*kernel.runtime,
+                       kernel.runtime->device_properties(kernel.runtime->self, kernel.device_id, &properties),
+                       ("reading the core count of " + kernel.device_name).c_str());
+    cores = properties.multiprocessor_count > 0 ? properties.multiprocessor_count : 0;
+    kernel.core_count.store(cores, std::memory_order_release);
+  }
+  return static_cast<uint64_t>(cores) * ((flags & DEVBRIDGE_LAUNCH_ASCEND_VECTOR_CORES) ? 2u : 1u);
+}
+
+void Store64(void* slot, uint64_t value) { std::memcpy(slot, &value, sizeof(value)); }
+
+// The Ascend layout: [ffts] [lock, workspace] args gridX gridY gridZ, packed
+// into one block, launched 1-D.
+void LaunchAscend(const DevbridgeRuntimeAPI& framework, const DevbridgeKernelSignature& signature,
+                  const LaunchRequest& request, uint64_t programs) {
+  const LoadedKernel& kernel = *request.kernel;
+  const DevbridgeLaunchMetadata& metadata = signature.metadata;
+  const LayoutSlots slots = SlotsOf(metadata);
+  const uint64_t cores = (metadata.flags & DEVBRIDGE_LAUNCH_ASCEND_CAP_BLOCKS) ? CoreCount(kernel, metadata.flags) : 0;
+  const uint32_t blocks = AscendBlockCount(request.grid, metadata.flags, cores, kernel.name.c_str());
+  const bool simt_only = (metadata.flags & DEVBRIDGE_LAUNCH_ASCEND_SIMT_ONLY) != 0;
+
+  uint32_t slot = 0;
+  if (metadata.flags & DEVBRIDGE_LAUNCH_ASCEND_FFTS) {
+    auto sync_address = RuntimeHardwareSyncAddress(*kernel.runtime);
+    if (sync_address == nullptr) {
+      throw Error(ErrorKind::kValue, "devbridge: kernel '" + kernel.name + "' takes an ffts_addr, but the " +
+                                         kernel.runtime->name + " kernel runtime has no hardware_sync_address; " +
+                                         "launch it on the ascend runtime, or compile it without FFTS "
+                                         "(TRITON_DISABLE_FFTS=1)");
+    }
+    uint64_t address = 0;
+    CheckRuntimeStatus(*kernel.runtime, sync_address(kernel.runtime->self, kernel.device_id, &address),
+                       ("reading the hardware sync address of " + kernel.device_name).c_str());
+    Store64(request.params[slot++], address);
+  }
+
+  Scratch scratch(framework);
+  void* lock = nullptr;
+  void* workspace = nullptr;
+  if (!simt_only && (metadata.lock_num > 0 || metadata.workspace_size > 0)) {
+    CheckScratchStream(framework, kernel, request.stream);
+    if (metadata.lock_num > 0) {
+      if (RuntimeFillAsync(*kernel.runtime) == nullptr) {
+        throw Error(ErrorKind::kValue, "devbridge: kernel '" + kernel.name + "' uses a sync-block lock, but the " +
+                                           kernel.runtime->name + " kernel runtime has no fill_async to "
+                                           "initialise it in stream order");
+      }
+      lock = scratch.allocate(kernel, metadata.lock_num, sizeof(int64_t), 8, "sync-block lock");
+    }
+    if (metadata.workspace_size > 0) {
+      workspace = scratch.allocate(kernel, programs, metadata.workspace_size, 8, "workspace");
+    }
+  }
+  if (!simt_only) {
+    Store64(request.params[slot++], reinterpret_cast<uint64_t>(lock));
+    Store64(request.params[slot++], reinterpret_cast<uint64_t>(workspace));
+  }
+  const uint32_t first_grid = request.num_params - slots.trailing;
+  for (uint32_t axis = 0; axis < 3; ++axis) {
+    const int32_t value = static_cast<int32_t>(request.grid[axis]);
+    std::memset(request.params[first_grid + axis], 0, 8);
+    std::memcpy(request.params[first_grid + axis], &value, sizeof(value));
+  }
+
+  const size_t block_size = AscendBlockSize(request.param_sizes, request.num_params);
+  unsigned char stack_block[512];
+  std::vector<unsigned char> heap_block;
+  unsigned char* block = stack_block;
+  if (block_size > sizeof(stack_block)) {
+    heap_block.resize(block_size);
+    block = heap_block.data();
+  }
+  PackAscendBlock(request.params, request.param_sizes, request.num_params, block);
+
+  DevbridgeLaunchConfig config{};
+  config.grid[0] = blocks;
+  config.grid[1] = 1;
+  config.grid[2] = 1;
+  config.num_warps = request.num_warps;
+  config.num_ctas = 1;
+  config.shared_bytes = request.shared_bytes;
+  config.flags = metadata.flags;
+  config.stream = request.stream;
+  config.params = request.params;
+  config.param_sizes = request.param_sizes;
+  config.num_params = request.num_params;
+  config.layout = kDevbridgeLayoutAscend;
+  config.arg_block = block;
+  config.arg_block_size = block_size;
+  LockFill fill{lock, metadata.lock_init_value, metadata.lock_num};
+  Dispatch(framework, request, config, scratch, lock != nullptr ? &fill : nullptr);
+}
+
 }  // namespace
 
 void Launch(const DevbridgeRuntimeAPI& framework, const DevbridgeKernelSignature& signature,
             const LaunchRequest& request) {
   const LoadedKernel& kernel = *request.kernel;
   const DevbridgeLaunchMetadata& metadata = signature.metadata;
-  if (request.num_params != signature.num_params + 2) {
+  const LayoutSlots slots = SlotsOf(metadata);
+  if (request.num_params != signature.num_params + slots.leading + slots.trailing) {
     throw Error(ErrorKind::kValue, "devbridge: a launch of kernel '" + kernel.name + "' packs " +
                                        std::to_string(request.num_params) + " parameters, but its signature has " +
-                                       std::to_string(signature.num_params) + " and the two scratch pointers");
+                                       std::to_string(signature.num_params) + " and its " +
+                                       LayoutName(metadata.layout) + " layout adds " +
+                                       std::to_string(slots.leading + slots.trailing));
+  }
+  if ((RuntimeLayouts(*kernel.runtime) & (1u << metadata.layout)) == 0) {
+    throw Error(ErrorKind::kValue, std::string("devbridge: kernel '") + kernel.name + "' is laid out for the " +
+                                       LayoutName(metadata.layout) + " ABI, which the " + kernel.runtime->name +
+                                       " kernel runtime does not launch; load it on a runtime of its hardware");
   }
   const uint64_t programs = static_cast<uint64_t>(request.grid[0]) * request.grid[1] * request.grid[2];
   if (programs == 0) return;  // Triton launches nothing for an empty grid
+  if (metadata.layout == kDevbridgeLayoutAscend) {
+    LaunchAscend(framework, signature, request, programs);
+    return;
+  }
 
   Scratch scratch(framework);
   void* global = nullptr;
@@ -146,47 +340,7 @@ void Launch(const DevbridgeRuntimeAPI& framework, const DevbridgeKernelSignature
   config.params = request.params;
   config.param_sizes = request.param_sizes;
   config.num_params = request.num_params;
-
-  DevbridgeSubmitFn hook = nullptr;
-  if (framework.get_submit_hook(kernel.dl_device_type, &hook) != 0) {
-    ThrowFramework(framework, "reading the submit hook of " + kernel.device_name);
-  }
-  if (hook == nullptr) {
-    const int status = kernel.runtime->launch(kernel.runtime->self, kernel.device_id,
-                                              kernel.handles.function, &config);
-    if (status != 0) {  // the message is built on failure only: this is the hot path
-      CheckRuntimeStatus(*kernel.runtime, status,
-                         ("launching kernel '" + kernel.name + "' on " + kernel.device_name).c_str());
-    }
-    return;  // ~Scratch releases the blocks: the launch is enqueued
-  }
-
-  auto submission = std::make_unique<Submission>();
-  submission->framework = &framework;
-  submission->kernel = request.kernel;
-  submission->config = config;
-  size_t slots = 0;
-  for (uint32_t i = 0; i < request.num_params; ++i) slots += (request.param_sizes[i] + 7) / 8;
-  submission->values.assign(slots, 0);
-  submission->params.resize(request.num_params);
-  submission->sizes.assign(request.param_sizes, request.param_sizes + request.num_params);
-  size_t slot = 0;
-  for (uint32_t i = 0; i < request.num_params; ++i) {
-    submission->params[i] = &submission->values[slot];
-    std::memcpy(&submission->values[slot], request.params[i], request.param_sizes[i]);
-    slot += (request.param_sizes[i] + 7) / 8;
-  }
-  submission->config.params = submission->params.data();
-  submission->config.param_sizes = submission->sizes.data();
-  submission->scratch_tokens = scratch.release();
-  // The hook owns the submission once it returns 0 (it calls run exactly
-  // once); on -1 it has not taken it and it is freed here.
-  Submission* handed = submission.release();
-  if (hook(kernel.dl_device_type, kernel.device_id, request.stream, &RunSubmission, handed) != 0) {
-    delete handed;
-    throw Error(ErrorKind::kRuntime, "devbridge: the submit hook of " + kernel.device_name +
-                                         " refused the launch of kernel '" + kernel.name + "'");
-  }
+  Dispatch(framework, request, config, scratch, nullptr);
 }
 
 }  // namespace launch

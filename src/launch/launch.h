@@ -20,16 +20,19 @@ struct LaunchRequest {
   uint32_t num_ctas = 1;
   uint32_t shared_bytes = 0;
   void* stream = nullptr;
-  // params[num_params - 2] and params[num_params - 1] point at 8-byte slots
-  // that Launch fills with the global and profile scratch pointers.
+  // Every slot of the signature's layout (param_layout.h), each 8 bytes:
+  // Launch fills the ones the layout adds (Triton: the two trailing scratch
+  // pointers; Ascend: [ffts] [lock, workspace] first, the grid last).
   void** params = nullptr;
   const size_t* param_sizes = nullptr;
   uint32_t num_params = 0;
 };
 
-// Enqueues `request` (packed for the kernel `signature` describes: its
-// parameters and then the two scratch slots) on its stream, or hands it to the
-// device type's submit hook. Scratch (metadata sizes > 0) comes from the framework allocator on
+// Enqueues `request` (packed for the kernel `signature` describes, in its
+// layout) on its stream, or hands it to the device type's submit hook. The
+// Ascend layout adds workspace and the sync-block lock (from the framework
+// allocator, like scratch), initialises the lock on the stream first through
+// the runtime's fill_async, and packs the argument block. Scratch (metadata sizes > 0) comes from the framework allocator on
 // the launch stream, which must then be the device's current stream, and is
 // released once the launch is enqueued (the allocator's stream order keeps
 // it from being reused before the kernel ran). An empty grid does nothing.

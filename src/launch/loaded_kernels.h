@@ -6,6 +6,7 @@
 // from its runtime when it is released *and* no launch still holds it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -22,6 +23,9 @@ struct LoadedKernel {
   DevbridgeLoadedKernel handles{};
   std::string name;         // the kernel's symbol
   std::string device_name;  // "simdev:0", for messages
+  // The device's AI core count (Ascend block cap), read from the runtime on
+  // the first launch that needs it; -1 until then.
+  mutable std::atomic<int64_t> core_count{-1};
 
   LoadedKernel() = default;
   LoadedKernel(const LoadedKernel&) = delete;

@@ -296,6 +296,16 @@ void PackValue(DevbridgeArgType type, PyObject* value, int position, const std::
     case kDevbridgeArgU16: PackUnsigned(value, type, position, path, ctx, UINT16_MAX, "[0, 65535]"); return;
     case kDevbridgeArgU32: PackUnsigned(value, type, position, path, ctx, UINT32_MAX, "[0, 2**32 - 1]"); return;
     case kDevbridgeArgU64: PackUnsigned(value, type, position, path, ctx, UINT64_MAX, "[0, 2**64 - 1]"); return;
+    case kDevbridgeArgFP16:
+    case kDevbridgeArgBF16:
+      if (ctx->layout == kDevbridgeLayoutAscend) {  // triton-ascend passes both as fp32
+        Store<float>(ctx, AsFloat(value, type, position, path, *ctx));
+        return;
+      }
+      break;
+    default: break;
+  }
+  switch (type) {
     case kDevbridgeArgFP16: {
       const double v = AsDouble(value, type, position, path, *ctx);
       unsigned char bytes[2];
@@ -331,6 +341,7 @@ void PackValue(DevbridgeArgType type, PyObject* value, int position, const std::
     case kDevbridgeArgFP64:
       Store<double>(ctx, AsDouble(value, type, position, path, *ctx));
       return;
+    default: break;  // handled above
   }
   throw Error(ErrorKind::kRuntime, "devbridge: unknown parameter type in a launcher plan");
 }

@@ -43,7 +43,8 @@ ArgNode ParseArgNode(PyObject* node);
 // Appends the parameter types `node` expands to.
 void FlattenArgNode(const ArgNode& node, std::vector<DevbridgeArgType>* out);
 
-// Size in bytes of a parameter of `type` (the kernel ABI's), and its Triton name.
+// Size in bytes of a parameter of `type` in the Triton layout (param_layout.h
+// has every layout's), and its Triton name.
 size_t ArgTypeSize(DevbridgeArgType type) noexcept;
 const char* ArgTypeName(DevbridgeArgType type) noexcept;
 bool IsArgType(long value) noexcept;
@@ -57,6 +58,9 @@ struct PackContext {
   // wider). `next` is the next free slot.
   uint64_t* slots = nullptr;
   uint32_t next = 0;
+  // DevbridgeParamLayout: the Ascend layout passes fp16/bf16 as fp32 (and
+  // i1/u1 as 32-bit ints, which the zero-extended slot already is).
+  uint32_t layout = kDevbridgeLayoutTriton;
   // One-entry cache of the DLPack table of the last tensor type seen.
   PyTypeObject* last_type = nullptr;
   const void* last_table = nullptr;  // const DLPackExchangeAPI*, or nullptr: none

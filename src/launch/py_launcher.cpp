@@ -27,6 +27,7 @@
 #include "devbridge/runtime.h"
 #include "dlpack/python_abi.h"
 #include "launch/launch.h"
+#include "launch/param_layout.h"
 #include "launch/py_args.h"
 
 namespace devbridge {
@@ -40,8 +41,9 @@ struct LauncherState {
   std::string kernel_name;
   std::vector<ArgNode> nodes;  // one per top-level kernel argument
   std::vector<std::string> arg_names;
-  std::vector<DevbridgeArgType> param_types;  // flattened, without the scratch pair
-  std::vector<size_t> param_sizes;            // flattened + the 2 scratch pointers
+  std::vector<DevbridgeArgType> param_types;  // flattened, without the slots the layout adds
+  std::vector<size_t> param_sizes;            // every slot of the layout, in order
+  uint32_t leading_slots = 0;                 // the layout's slots before the kernel's own
   DevbridgeKernelSignature signature{};       // the C descriptor: views param_types, holds the metadata
   // Caches, read and written with the GIL held.
   uint64_t cached_function = 0;
@@ -137,6 +139,9 @@ const std::shared_ptr<const LoadedKernel>& FindLaunchKernel(LauncherState& state
 }
 
 void ParsePackedMetadata(LauncherState& state, PyObject* packed) {
+  // The Ascend backends pack a dict (kernel_name, tensor_kinds, ...) that
+  // says nothing the launch needs: its metadata came with the plan.
+  if (state.signature.metadata.layout == kDevbridgeLayoutAscend) return;
   if (packed == state.cached_packed) return;
   if (!PyTuple_Check(packed) || PyTuple_GET_SIZE(packed) != 3) {
     Fail(ErrorKind::kType, "devbridge: packed_metadata of kernel '" + state.kernel_name +
@@ -212,6 +217,8 @@ PyObject* Call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* k
     pack.kernel_name = &state.kernel_name;
     pack.arg_names = &state.arg_names;
     pack.slots = slots;
+    pack.next = state.leading_slots;
+    pack.layout = state.signature.metadata.layout;
     for (size_t i = 0; i < state.nodes.size(); ++i) {
       PackArgument(state.nodes[i], args[kFixedArgs + static_cast<Py_ssize_t>(i)], static_cast<int>(i), &pack);
     }
@@ -287,6 +294,38 @@ uint64_t MetadataField(PyObject* metadata, const char* name, uint64_t fallback, 
   return result;
 }
 
+int64_t SignedMetadataField(PyObject* metadata, const char* name) {
+  PyObject* value = PyMapping_GetItemString(metadata, name);
+  if (value == nullptr) {
+    PyErr_Clear();
+    return 0;
+  }
+  const long long v = PyLong_AsLongLong(value);
+  Py_DECREF(value);
+  if (v == -1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    throw Error(ErrorKind::kValue, std::string("devbridge: launch metadata '") + name + "' must be a 64-bit int");
+  }
+  return v;
+}
+
+// "layout": "triton" (default) or "ascend".
+uint32_t LayoutField(PyObject* metadata) {
+  PyObject* value = PyMapping_GetItemString(metadata, "layout");
+  if (value == nullptr) {
+    PyErr_Clear();
+    return kDevbridgeLayoutTriton;
+  }
+  const char* text = PyUnicode_Check(value) ? PyUnicode_AsUTF8(value) : nullptr;
+  const std::string layout = text ? text : "";
+  Py_DECREF(value);
+  if (!text) PyErr_Clear();
+  if (layout == "triton") return kDevbridgeLayoutTriton;
+  if (layout == "ascend") return kDevbridgeLayoutAscend;
+  throw Error(ErrorKind::kValue, "devbridge: launch metadata 'layout' must be 'triton' or 'ascend', got '" +
+                                     layout + "'");
+}
+
 void CheckAlign(uint64_t align, const char* name) {
   if (align == 0 || (align & (align - 1)) != 0 || align > (1u << 20)) {
     throw Error(ErrorKind::kValue, std::string("devbridge: launch metadata '") + name +
@@ -322,13 +361,47 @@ std::unique_ptr<LauncherState> BuildState(PyObject* name, PyObject* plan, PyObje
   CheckAlign(md.profile_scratch_align, "profile_scratch_align");
   if (MetadataField(metadata, "launch_cooperative_grid", 0, false)) md.flags |= DEVBRIDGE_LAUNCH_COOPERATIVE;
   if (MetadataField(metadata, "launch_pdl", 0, false)) md.flags |= DEVBRIDGE_LAUNCH_PDL;
+  md.layout = LayoutField(metadata);
+  const bool ascend = md.layout == kDevbridgeLayoutAscend;
+  static const char* const kAscendOnly[] = {"workspace_size", "lock_num", "lock_init_value", "ffts",
+                                            "simt_only", "cap_blocks", "vector_cores"};
+  for (const char* key : kAscendOnly) {
+    if (!ascend && PyMapping_HasKeyString(metadata, key)) {
+      throw Error(ErrorKind::kValue, std::string("devbridge: launch metadata '") + key +
+                                         "' belongs to the Ascend layout; pass layout='ascend' with it");
+    }
+  }
+  if (ascend) {
+    if (md.global_scratch_size > 0 || md.profile_scratch_size > 0) {
+      throw Error(ErrorKind::kValue, "devbridge: the Ascend layout has no global/profile scratch; "
+                                     "an Ascend kernel's scratch is its workspace (workspace_size)");
+    }
+    if (md.flags != 0) {
+      throw Error(ErrorKind::kValue, "devbridge: launch_cooperative_grid and launch_pdl do not apply to "
+                                     "the Ascend layout");
+    }
+    md.workspace_size = MetadataField(metadata, "workspace_size", 0, false);
+    md.lock_num = MetadataField(metadata, "lock_num", 0, false);
+    md.lock_init_value = SignedMetadataField(metadata, "lock_init_value");
+    if (MetadataField(metadata, "ffts", 0, false)) md.flags |= DEVBRIDGE_LAUNCH_ASCEND_FFTS;
+    if (MetadataField(metadata, "simt_only", 0, false)) md.flags |= DEVBRIDGE_LAUNCH_ASCEND_SIMT_ONLY;
+    if (MetadataField(metadata, "cap_blocks", 0, false)) md.flags |= DEVBRIDGE_LAUNCH_ASCEND_CAP_BLOCKS;
+    if (MetadataField(metadata, "vector_cores", 0, false)) md.flags |= DEVBRIDGE_LAUNCH_ASCEND_VECTOR_CORES;
+    if ((md.flags & DEVBRIDGE_LAUNCH_ASCEND_SIMT_ONLY) && (md.workspace_size > 0 || md.lock_num > 0)) {
+      throw Error(ErrorKind::kValue, "devbridge: a simt_only Ascend kernel has no lock and workspace slots, "
+                                     "but its metadata asks for workspace_size or lock_num");
+    }
+  }
   state->warps = md.num_warps == 0 ? 1 : md.num_warps;
   state->ctas = md.num_ctas == 0 ? 1 : md.num_ctas;
   state->shared = md.shared_bytes;
   for (const ArgNode& node : state->nodes) FlattenArgNode(node, &state->param_types);
-  for (DevbridgeArgType type : state->param_types) state->param_sizes.push_back(ArgTypeSize(type));
-  state->param_sizes.push_back(sizeof(void*));  // global scratch
-  state->param_sizes.push_back(sizeof(void*));  // profile scratch
+  const LayoutSlots slots = SlotsOf(md);
+  state->leading_slots = slots.leading;
+  for (uint32_t i = 0; i < slots.leading; ++i) state->param_sizes.push_back(sizeof(void*));  // ffts, lock, ws
+  for (DevbridgeArgType type : state->param_types) state->param_sizes.push_back(ParamSize(md.layout, type));
+  // Triton: global and profile scratch pointers; Ascend: gridX, gridY, gridZ (int32).
+  for (uint32_t i = 0; i < slots.trailing; ++i) state->param_sizes.push_back(ascend ? 4 : sizeof(void*));
   state->signature.num_params = static_cast<uint32_t>(state->param_types.size());
   state->signature.param_types = state->param_types.data();
   return state;
@@ -427,6 +500,16 @@ PyObject* GetKernelName(PyObject* self, void*) {
 
 PyObject* GetMetadata(PyObject* self, void*) {
   const DevbridgeLaunchMetadata& md = reinterpret_cast<PyLauncher*>(self)->state->signature.metadata;
+  if (md.layout == kDevbridgeLayoutAscend) {
+    return Py_BuildValue("{s:s,s:I,s:K,s:K,s:L,s:O,s:O,s:O,s:O}", "layout", "ascend", "num_warps", md.num_warps,
+                         "workspace_size", static_cast<unsigned long long>(md.workspace_size), "lock_num",
+                         static_cast<unsigned long long>(md.lock_num), "lock_init_value",
+                         static_cast<long long>(md.lock_init_value), "ffts",
+                         (md.flags & DEVBRIDGE_LAUNCH_ASCEND_FFTS) ? Py_True : Py_False, "simt_only",
+                         (md.flags & DEVBRIDGE_LAUNCH_ASCEND_SIMT_ONLY) ? Py_True : Py_False, "cap_blocks",
+                         (md.flags & DEVBRIDGE_LAUNCH_ASCEND_CAP_BLOCKS) ? Py_True : Py_False, "vector_cores",
+                         (md.flags & DEVBRIDGE_LAUNCH_ASCEND_VECTOR_CORES) ? Py_True : Py_False);
+  }
   return Py_BuildValue("{s:I,s:I,s:I,s:K,s:I,s:K,s:I,s:O,s:O}", "num_warps", md.num_warps, "num_ctas",
                        md.num_ctas, "shared", md.shared_bytes, "global_scratch_size",
                        static_cast<unsigned long long>(md.global_scratch_size), "global_scratch_align",
@@ -441,7 +524,8 @@ PyGetSetDef kGetSet[] = {
     {"signature", &GetSignature, nullptr,
      "Flattened parameter types without the two scratch pointers ('*' for pointers).", nullptr},
     {"param_sizes", &GetParamSizes, nullptr,
-     "Bytes of every kernel parameter, the two trailing scratch pointers included.", nullptr},
+     "Bytes of every slot of the kernel's layout: Triton, its parameters and the two scratch pointers; "
+     "Ascend, [ffts] [lock, workspace], its parameters, gridX, gridY, gridZ.", nullptr},
     {"kernel_name", &GetKernelName, nullptr, "The kernel's name.", nullptr},
     {"metadata", &GetMetadata, nullptr, "The launch metadata the launcher was built with.", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},

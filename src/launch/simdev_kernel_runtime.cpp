@@ -19,6 +19,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "devbridge/error.h"
 #include "launch/adapter_error.h"
@@ -44,12 +45,24 @@ struct SimdevFunctions {
                             const size_t* arg_sizes, int num_args, void* stream);
   sdError (*sdPointerGetDevice)(const void* pointer, int* out_device);
   sdError (*sdGetDeviceCount)(int* out_count);
+  sdError (*sdMalloc)(void** out_ptr, size_t size, int device);
+  sdError (*sdMemsetAsync)(void* dst, int value, size_t size, void* stream);
+  sdError (*sdMemcpyAsync)(void* dst, const void* src, size_t size, int kind, void* stream);
 };
+constexpr int kSdMemcpyHostToDevice = 1;
 
 struct SimdevRuntime {
   SimdevFunctions fn{};
   std::string path;
   DevbridgeKernelRuntime table{};
+  // The Ascend layout's stand-ins (simdev is the CI target of that layout):
+  // a per-device "hardware sync" block, and immutable host patterns for lock
+  // fills. Both live for the process: queued copies read the patterns when
+  // they run.
+  std::mutex mutex;
+  std::map<int32_t, void*> sync_blocks;
+  std::map<int64_t, std::unique_ptr<std::vector<int64_t>>> patterns;
+  std::vector<std::unique_ptr<std::vector<int64_t>>> retired;  // outgrown patterns still queued copies may read
 };
 
 void Check(const SimdevRuntime& r, sdError status, const char* what) {
@@ -148,6 +161,15 @@ int Unload(void* self, void* module) {
 int Launch(void* self, int32_t, void* function, const DevbridgeLaunchConfig* config) {
   return AdapterCall([&] {
     const auto& r = *static_cast<const SimdevRuntime*>(self);
+    if (config->layout == kDevbridgeLayoutAscend) {
+      // As an NPU kernel receives it: one packed argument block, a 1-D grid
+      // of blocks; args[0] points at simdev's copy of the block.
+      void* block = const_cast<void*>(config->arg_block);
+      const size_t size = config->arg_block_size;
+      Check(r, r.fn.sdLaunchKernel(function, config->grid[0], 1, 1, &block, &size, 1, config->stream),
+            "sdLaunchKernel");
+      return;
+    }
     // simdev programs are host calls: warps, clusters and shared memory do
     // not apply; the grid is the program grid.
     Check(r,
@@ -171,8 +193,10 @@ int PointerDevice(void* self, uint64_t address, int32_t* out_device_id) {
   });
 }
 
-// simdev has no instruction set: a program is one host call, so a warp is one
-// thread and there is one "multiprocessor" (the stream's worker).
+// simdev has no instruction set: a program is one host call, and there is one
+// "multiprocessor" (the stream's worker). It has no warps either; it reports
+// 32, the width Triton's and Inductor's heuristics are written for (with 1,
+// Inductor's reduction splitting builds graphs its own checks reject).
 int DeviceProperties(void* self, int32_t device_id, DevbridgeDeviceProperties* out) {
   return AdapterCall([&] {
     const auto& r = *static_cast<const SimdevRuntime*>(self);
@@ -183,11 +207,47 @@ int DeviceProperties(void* self, int32_t device_id, DevbridgeDeviceProperties* o
                                std::to_string(count) + " devices)");
     }
     out->arch = 0;
-    out->warp_size = 1;
+    out->warp_size = 32;
     out->multiprocessor_count = 1;
     out->max_shared_mem = 1 << 30;
     out->max_num_regs = 1 << 30;
     out->max_threads_per_block = 1 << 30;
+  });
+}
+
+// Lock fills as the CANN runtime does them: a stream-ordered memset for 0,
+// otherwise an asynchronous host-to-device copy of an immutable pattern.
+int FillAsync(void* self, int32_t, void* dst, int64_t value, uint64_t count, void* stream) {
+  return AdapterCall([&] {
+    auto& r = *static_cast<SimdevRuntime*>(self);
+    const size_t bytes = static_cast<size_t>(count) * sizeof(int64_t);
+    if (value == 0) {
+      Check(r, r.fn.sdMemsetAsync(dst, 0, bytes, stream), "sdMemsetAsync");
+      return;
+    }
+    const int64_t* pattern = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(r.mutex);
+      auto& slot = r.patterns[value];
+      if (!slot || slot->size() < count) {
+        if (slot) r.retired.push_back(std::move(slot));
+        slot = std::make_unique<std::vector<int64_t>>(static_cast<size_t>(count), value);
+      }
+      pattern = slot->data();
+    }
+    Check(r, r.fn.sdMemcpyAsync(dst, pattern, bytes, kSdMemcpyHostToDevice, stream), "sdMemcpyAsync");
+  });
+}
+
+// simdev's stand-in for Ascend's FFTS address: a 64-byte device block per
+// device, allocated on first use and kept for the process.
+int HardwareSyncAddress(void* self, int32_t device_id, uint64_t* out_address) {
+  return AdapterCall([&] {
+    auto& r = *static_cast<SimdevRuntime*>(self);
+    std::lock_guard<std::mutex> lock(r.mutex);
+    void*& block = r.sync_blocks[device_id];
+    if (block == nullptr) Check(r, r.fn.sdMalloc(&block, 64, device_id), "sdMalloc");
+    *out_address = reinterpret_cast<uint64_t>(block);
   });
 }
 
@@ -223,8 +283,14 @@ std::unique_ptr<SimdevRuntime> OpenSimdev(const std::string& path) {
   Resolve(library, path, "sdLaunchKernel", f.sdLaunchKernel);
   Resolve(library, path, "sdPointerGetDevice", f.sdPointerGetDevice);
   Resolve(library, path, "sdGetDeviceCount", f.sdGetDeviceCount);
+  Resolve(library, path, "sdMalloc", f.sdMalloc);
+  Resolve(library, path, "sdMemsetAsync", f.sdMemsetAsync);
+  Resolve(library, path, "sdMemcpyAsync", f.sdMemcpyAsync);
   runtime->table = MakeKernelRuntime("simdev", runtime.get(), &Load, &Unload, &Launch, &PointerDevice,
                                      &LastError, &DeviceProperties);
+  runtime->table.layouts = (1u << kDevbridgeLayoutTriton) | (1u << kDevbridgeLayoutAscend);
+  runtime->table.fill_async = &FillAsync;
+  runtime->table.hardware_sync_address = &HardwareSyncAddress;
   return runtime;
 }
 

@@ -51,6 +51,29 @@ py::dict DeviceProperties(const py::capsule& capsule, int index) {
   return result;
 }
 
+uint64_t HardwareSyncAddress(const py::capsule& capsule, int index) {
+  const DevbridgeKernelRuntime* runtime = ValidRuntime(capsule);
+  auto sync_address = launch::RuntimeHardwareSyncAddress(*runtime);
+  if (sync_address == nullptr) {
+    throw Error(ErrorKind::kValue, std::string("devbridge: the ") + runtime->name +
+                                       " kernel runtime has no hardware sync address");
+  }
+  uint64_t address = 0;
+  launch::CheckRuntimeStatus(*runtime, sync_address(runtime->self, index, &address),
+                             "reading the hardware sync address");
+  return address;
+}
+
+std::string AscendSocName() {
+  try {
+    return launch::AscendSocName();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::kRuntime, std::string("devbridge: ") + e.what());
+  }
+}
+
 py::tuple LoadKernel(const py::capsule& runtime_capsule, const std::string& device_type, int index,
                      const py::bytes& image, const std::string& name, uint32_t shared_bytes) {
   const DevbridgeKernelRuntime* runtime = ValidRuntime(runtime_capsule);
@@ -110,6 +133,15 @@ void BindLaunch(py::module_& m) {
       },
       py::arg("library"), py::arg("trampoline"),
       "simdev's Triton target: interpreter descriptions run by copies of the trampoline library.");
+  m.def("ascend_kernel_runtime", [] { return RuntimeCapsule(launch::AscendKernelRuntime()); },
+        "The Ascend kernel runtime (CANN's libascendcl.so opened on first use).");
+  m.def("ascend_soc_name", &AscendSocName, "The NPU's SoC name (aclrtGetSocName); needs CANN.");
+  m.def(
+      "kernel_runtime_layouts",
+      [](const py::capsule& capsule) { return launch::RuntimeLayouts(*ValidRuntime(capsule)); },
+      py::arg("runtime"), "Bit (1 << layout) for every parameter layout the runtime launches.");
+  m.def("kernel_runtime_hardware_sync_address", &HardwareSyncAddress, py::arg("runtime"), py::arg("index"),
+        "The runtime's hardware sync address of device `index` (the Ascend layout's ffts_addr).");
   m.def("_stop_interpreted_kernels_at_exit", [] { launch::StopInterpretedKernelsAtExit(); });
   m.def(
       "kernel_runtime_name",

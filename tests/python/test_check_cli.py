@@ -12,7 +12,7 @@ import pytest
 EXPECTED_CHECKS = [
     "backend", "device.count", "device.current", "device.per_thread", "stream.current",
     "stream.native_handle", "allocator", "device.synchronize", "stream.ordering", "dlpack.installed",
-    "dlpack.version", "dlpack.stream", "dlpack.roundtrip", "dlpack.allocator", "triton.kernel",
+    "dlpack.version", "dlpack.stream", "dlpack.roundtrip", "dlpack.allocator", "triton.kernel", "torch.compile",
 ]
 
 
@@ -52,7 +52,7 @@ def test_json_report_passes_on_simdev():
 def test_text_report_summarises():
     result = run_check()
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "15 passed, 0 failed, 0 skipped" in result.stdout
+    assert "16 passed, 0 failed, 0 skipped" in result.stdout
     assert "fix:" not in result.stdout
 
 
@@ -171,7 +171,8 @@ def test_plugin_without_native_handle_fails_cleanly_with_one_fix():
     # SIMDEV_NATIVE_HANDLE=0: simdev's guard does not override
     # getStreamNativeHandle and simdev registers no devbridge stream hooks.
     failed = failures(run_check_in("", SIMDEV_NATIVE_HANDLE="0"))
-    expected = ["stream.native_handle", "dlpack.stream"] + (["triton.kernel"] if triton_installed() else [])
+    triton_checks = ["triton.kernel", "torch.compile"] if triton_installed() else []
+    expected = ["stream.native_handle", "dlpack.stream", *triton_checks]
     assert list(failed) == expected
     fixes = {c["fix"] for c in failed.values()}
     assert len(fixes) == 1, fixes  # the same fix lines everywhere

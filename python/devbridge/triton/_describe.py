@@ -50,7 +50,10 @@ def _remember_interpreted_source(src, metadata) -> None:
     # skips that step, and Triton builds the launcher right before loading.
     target = _get(metadata, "target")
     backend = getattr(target, "backend", None) if target is not None else None
-    if backend is None or not hasattr(getattr(src, "fn", None), "src"):
+    jit_fn = getattr(src, "fn", None)
+    # Inductor hands its parent process kernels compiled in its workers with
+    # the Python function stripped (fn.fn is None): those are found by name.
+    if backend is None or not hasattr(jit_fn, "src") or getattr(jit_fn, "fn", None) is None:
         return
     from .hardware import INTERPRETER, declared
 

@@ -46,6 +46,8 @@ from typing import Any
 
 import torch
 
+from . import _interpreter_libdevice
+
 FORMAT = "devbridge-simdev-interpreter/1"
 
 
@@ -164,6 +166,8 @@ _compiled_lock = threading.Lock()
 
 def remember(fn) -> None:
     """Called at compile time with the JITFunction being compiled."""
+    if getattr(fn, "fn", None) is None:
+        return  # a JITFunction without its Python function (unpickled by Inductor): found by name
     with _compiled_lock:
         _compiled_here[_source_hash(fn.src)] = fn
 
@@ -220,7 +224,7 @@ def register(image: bytes) -> int:
                          f"expected {FORMAT!r})")
     with _compiled_lock:
         jit_fn = _compiled_here.get(description["source_sha256"])
-    if jit_fn is None:
+    if jit_fn is None or getattr(jit_fn, "fn", None) is None:
         jit_fn = _find_function(description["module"], description["qualname"], description["filename"])
     if _source_hash(jit_fn.src) != description["source_sha256"]:
         raise RuntimeError(f"devbridge: the source of {description['module']}.{description['qualname']} changed "
@@ -319,6 +323,7 @@ def _begin(kernel: _Kernel, payload: bytes, grid: tuple) -> _Launch:
     scope = _patch_lang(kernel.jit_fn.fn)
     try:
         scope.set_attr(JITFunction, "__call__", _helper_call)
+        _interpreter_libdevice.patch(scope)  # libdevice.exp & co., which the interpreter lacks
         # device_assert and overflow checks follow the compiled options (kernel[grid](..., debug=True))
         scope.set_attr(interpreter_builder, "options", dataclasses.replace(
             interpreter_builder.options, debug=kernel.description.get("debug", False),
@@ -355,8 +360,11 @@ def run_program(kernel_id: int, program: tuple, grid: tuple, device: int, payloa
     try:
         interpreter_builder.set_grid_idx(*program)
         launch.fn(**launch.arguments)
-    except BaseException:
+    except Exception as error:
         finished = True  # simdev skips the rest of the grid
+        raise RuntimeError(_describe_failure(launch.kernel, program, error)) from error
+    except BaseException:
+        finished = True
         raise
     finally:
         if finished:
@@ -366,6 +374,17 @@ def run_program(kernel_id: int, program: tuple, grid: tuple, device: int, payloa
             finally:
                 _launch_lock.release()
     return 0
+
+
+def _describe_failure(kernel: _Kernel, program: tuple, error: Exception) -> str:
+    """The error and where in the kernel's source it arose (the innermost
+    frames of the kernel's own file), for the stream's failure report."""
+    import traceback
+
+    filename = kernel.description.get("filename")
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__) if frame.filename == filename]
+    where = "".join(f"\n  {frame.filename}:{frame.lineno} in {frame.name}: {frame.line}" for frame in frames[-3:])
+    return f"{kernel.description['name']} program {program}: {type(error).__name__}: {error}{where}"
 
 
 def registered_kernels() -> int:

@@ -173,7 +173,7 @@ class LaunchTest : public ::testing::Test {
     sdDeviceSynchronize(1);
     t_current_stream[0] = t_current_stream[1] = nullptr;
   }
-  DevbridgeLaunchMetadata metadata_{4, 1, 0, 0, 1, 0, 1, 0};
+  DevbridgeLaunchMetadata metadata_{4, 1, 0, 0, 1, 0, 1, 0, kDevbridgeLayoutTriton, 0, 0, 0};
 };
 
 // ---------------------------------------------------------------- tests
@@ -402,7 +402,7 @@ TEST_F(LaunchTest, ManyThreadsLaunchOnTheirOwnStreamsAndDevices) {
       ASSERT_EQ(sdStreamCreate(device, &stream), sdSuccess);
       t_current_stream[device] = stream;
       int64_t* out = DeviceAlloc<int64_t>(2 * kLaunches, device);
-      DevbridgeLaunchMetadata md{4, 1, 0, 16, 16, 0, 1, 0};
+      DevbridgeLaunchMetadata md{4, 1, 0, 16, 16, 0, 1, 0, kDevbridgeLayoutTriton, 0, 0, 0};
       for (int i = 0; i < kLaunches; ++i) {
         Params p;
         p.add(out + 2 * i).add<int64_t>(t * 1000 + i);
@@ -474,6 +474,74 @@ TEST(CudaKernelRuntime, WithoutADriverEveryCallFailsNamingLibcuda) {
       << cuda->get_last_error(cuda->self);
   int32_t device = 0;
   EXPECT_EQ(cuda->pointer_device(cuda->self, 0x1000, &device), -1);
+}
+
+// ---------------------------------------------------------------- the Ascend layout's needs
+
+// A simdev table without some of its minor-1 capabilities.
+const DevbridgeKernelRuntime* SimdevWithout(bool sync_address, bool fill, bool ascend_layout) {
+  static std::deque<DevbridgeKernelRuntime> tables;  // stable addresses, process lifetime
+  tables.push_back(*Simdev());
+  DevbridgeKernelRuntime& t = tables.back();
+  t.name = "trimmed-simdev";
+  if (!sync_address) t.hardware_sync_address = nullptr;
+  if (!fill) t.fill_async = nullptr;
+  if (!ascend_layout) t.layouts = 1u << kDevbridgeLayoutTriton;
+  return &t;
+}
+
+std::string AscendLaunchError(const DevbridgeKernelRuntime* runtime, uint32_t flags, uint64_t lock_num) {
+  static const std::string image = ReadFile(DEVBRIDGE_TEST_SIMDEV_KERNELS);
+  const uint64_t handle = LoadKernel(runtime, kExtDev, 0, "simdev:0", image.data(), image.size(), "record_arg_sizes", 0);
+  DevbridgeLaunchMetadata md{};
+  md.layout = kDevbridgeLayoutAscend;
+  md.flags = flags;
+  md.lock_num = lock_num;
+  const DevbridgeArgType types[] = {kDevbridgeArgPointer};
+  const DevbridgeKernelSignature signature{1, types, md};
+  const uint32_t leading = ((flags & DEVBRIDGE_LAUNCH_ASCEND_FFTS) ? 1u : 0u) + 2u;
+  std::vector<uint64_t> slots(leading + 1 + 3, 0);
+  std::vector<void*> pointers;
+  for (auto& slot : slots) pointers.push_back(&slot);
+  std::vector<size_t> sizes(leading + 1, 8);
+  sizes.insert(sizes.end(), {4, 4, 4});
+  LaunchRequest request;
+  request.kernel = FindKernel(handle);
+  request.stream = CurrentStream(0);
+  request.params = pointers.data();
+  request.param_sizes = sizes.data();
+  request.num_params = static_cast<uint32_t>(slots.size());
+  std::string message;
+  try {
+    Launch(kFramework, signature, request);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  ReleaseKernel(handle);
+  return message;
+}
+
+TEST(AscendLayout, ARuntimeWithoutTheLayoutRefusesIt) {
+  const std::string message = AscendLaunchError(SimdevWithout(true, true, false), 0, 0);
+  EXPECT_NE(message.find("is laid out for the Ascend ABI, which the trimmed-simdev kernel runtime does not "
+                         "launch"),
+            std::string::npos)
+      << message;
+}
+
+TEST(AscendLayout, FftsNeedsTheRuntimesHardwareSyncAddress) {
+  const std::string message = AscendLaunchError(SimdevWithout(false, true, true), DEVBRIDGE_LAUNCH_ASCEND_FFTS, 0);
+  EXPECT_NE(message.find("takes an ffts_addr, but the trimmed-simdev kernel runtime has no hardware_sync_address"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("TRITON_DISABLE_FFTS=1"), std::string::npos) << message;
+}
+
+TEST(AscendLayout, ALockNeedsTheRuntimesFillAsync) {
+  const std::string message = AscendLaunchError(SimdevWithout(true, false, true), 0, 4);
+  EXPECT_NE(message.find("uses a sync-block lock, but the trimmed-simdev kernel runtime has no fill_async"),
+            std::string::npos)
+      << message;
 }
 
 }  // namespace

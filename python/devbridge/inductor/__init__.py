@@ -1,0 +1,203 @@
+"""torch.compile on plugin devices: Inductor generates Triton for the plugin's
+PrivateUse1 device, compiles it with the declared hardware's Triton compiler
+(devbridge's Triton backend) and launches it on the plugin's current stream.
+
+  register(device=None)   the one call (idempotent); devbridge.install()
+                          arranges it for Dynamo's first compile (arm()), so
+                          a plugin that calls install() from its autoload
+                          hook needs nothing more; Inductor's compile workers
+                          register from the first lines of each kernel module
+                          (worker.py)
+  registered()            the device registered in this process, or None
+  patched_torch_apis()    what register() changed in torch, one line each
+
+docs/torch-compile.md lists every torch attribute it touches and the torch
+versions checked; _torch_api.py holds each of those touches.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import warnings
+
+_lock = threading.RLock()
+_registered: str | None = None
+_patched: list[str] = []
+
+
+def registered() -> str | None:
+    return _registered
+
+
+def patched_torch_apis() -> list[str]:
+    return list(_patched)
+
+
+def _plugin_entry_point(device: str) -> str | None:
+    """The plugin's `torch.backends` entry point ("module:function"): the
+    package of torch.<device> (the plugin's device module) names it."""
+    import importlib.metadata
+
+    import torch
+
+    device_module = getattr(torch, device, None)
+    package = (getattr(device_module, "__name__", "") or "").split(".")[0]
+    for entry in importlib.metadata.entry_points(group="torch.backends"):
+        if entry.module.split(".")[0] == package:
+            return entry.value
+    return None
+
+
+def register(device: str | None = None) -> str:
+    """Register the plugin device with Dynamo and Inductor; returns its name.
+
+    `device` defaults to the PrivateUse1 backend's name and must be it.
+    Raises RuntimeError with the fix when torch, Triton or the plugin cannot
+    serve torch.compile (an unchecked torch version, no Triton, no declared
+    Triton hardware for the device)."""
+    global _registered
+    from .. import _C
+
+    plugin = _C.plugin_name()
+    if not plugin:
+        raise RuntimeError("devbridge.inductor.register(): no PrivateUse1 plugin is loaded in this process; "
+                           "import the plugin (or let torch autoload it) first")
+    name = device or plugin
+    if name != plugin:
+        raise ValueError(f"devbridge.inductor.register({name!r}): torch.compile is served for the PrivateUse1 "
+                         f"device, which is '{plugin}' in this process")
+    with _lock:
+        if _registered == name:
+            return name
+        from . import _torch_api
+
+        _torch_api.check_version()
+        try:
+            import triton  # noqa: F401
+        except ImportError as error:
+            raise RuntimeError(f"devbridge.inductor.register(): Triton is not importable ({error}); torch.compile "
+                               f"on '{name}' generates Triton kernels: install the Triton that pairs with torch "
+                               f"(pip install triton=={_paired_triton()})") from error
+        from ..triton.hardware import require
+
+        hardware = require(name)  # the plugin's declare_hardware(): which compiler and kernel runtime
+        from . import codegen, device_interface, driver_routing
+
+        patched = []
+        interface = device_interface.make_device_interface(name)
+        _torch_api.register_device_interface(name, interface)
+        patched.append(f"torch._dynamo.device_interface: register_interface_for_device({name!r}, {interface.__name__})")
+
+        if _torch_api.registered_scheduling(name) is None:
+            scheduling, wrapper = codegen.make_scheduling(name, _plugin_entry_point(name))
+            _torch_api.register_codegen(name, scheduling, wrapper)
+            patched.append(f"torch._inductor.codegen.common: register_backend_for_device({name!r}, "
+                           f"{scheduling.__name__}, {wrapper.__name__})")
+        overrides = codegen.make_op_overrides(name)
+        _torch_api.register_op_overrides(name, overrides)
+        patched.append(f"torch._inductor.codegen.common: register_device_op_overrides({name!r}, "
+                       f"{type(overrides).__name__})")
+
+        _torch_api.add_gpu_type(name, interface.is_available)
+        patched.append(f"torch._inductor.utils.GPU_TYPES: + {name!r}; get_gpu_type replaced where bound")
+        _torch_api.accept_triton(name)
+        patched.append("torch.utils._triton.has_triton: replaced where bound (true with Triton importable)")
+
+        from ..triton.hardware import INTERPRETER
+
+        driver_routing.install(name, interpreted=hardware.compiler == INTERPRETER)
+        patched.append("torch._inductor.runtime.triton_helpers.set_driver_to_gpu: replaced")
+        patched.append("torch._inductor.runtime.triton_heuristics.CachingAutotuner."
+                       f"{{{', '.join(_torch_api.DRIVER_METHODS)}}}: wrapped (devbridge's driver for {name!r} kernels)")
+        if hardware.compiler == INTERPRETER:
+            patched.append("autotuning on the interpreter target: the first config, untimed")
+        how = _torch_api.register_benchmarker(name)
+        patched.append(f"torch._inductor.runtime.benchmarking: {how}")
+        _patched[:] = patched
+        _registered = name
+        return name
+
+
+def _paired_triton() -> str:
+    from ._torch_api import torch_minor
+
+    return {"2.11": "3.6.0", "2.12": "3.7.0", "2.13": "3.7.1"}.get(torch_minor(), "<the version torch pins>")
+
+
+# ---------------------------------------------------------------- registration when Dynamo loads
+
+_armed = False
+
+
+def _register_quietly() -> None:
+    """register() from the import hook: a failure is a warning (naming the
+    fix) rather than a broken `import torch._dynamo` for every compile."""
+    from .. import _C
+    from ..triton.hardware import declared
+
+    plugin = _C.plugin_name()
+    if not plugin or declared(plugin) is None:
+        return  # no plugin, or one that serves no Triton: nothing to register
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return  # Inductor reports the missing Triton itself
+    try:
+        register()
+    except Exception as error:  # noqa: BLE001 - reported, and register() raises it again when called
+        warnings.warn(f"devbridge: torch.compile is not available on the plugin device: {error}", RuntimeWarning,
+                      stacklevel=2)
+
+
+def _register_when_compiling() -> None:
+    if _registered is None:
+        _register_quietly()
+
+
+class _DynamoImportHook:
+    """A meta-path finder that, once torch._dynamo has been imported, has
+    Dynamo run register() when it starts compiling (before it traces the
+    first frame and caches its device handlers)."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "torch._dynamo":
+            return None
+        import importlib.util
+
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        loader = spec.loader
+        exec_module = loader.exec_module
+
+        def exec_then_register(module):
+            exec_module(module)
+            # Not register() itself: Dynamo may be imported halfway through
+            # an Inductor module that register() imports again.
+            from . import _torch_api
+
+            _torch_api.on_compile_start(_register_when_compiling)
+
+        loader.exec_module = exec_then_register
+        return spec
+
+
+def arm() -> None:
+    """register() at Dynamo's first compile. Called by devbridge.install();
+    cheap, and imports nothing of torch's compiler."""
+    global _armed
+    with _lock:
+        if _armed:
+            return
+        _armed = True
+    if "torch._dynamo" in sys.modules:
+        from . import _torch_api
+
+        _torch_api.on_compile_start(_register_when_compiling)
+    else:
+        sys.meta_path.insert(0, _DynamoImportHook())
+
+
+__all__ = ["arm", "patched_torch_apis", "register", "registered"]

@@ -1,0 +1,246 @@
+"""Every private torch API devbridge's torch.compile integration touches, and
+nothing else. Checked on torch 2.11.0 and 2.13.0 (2.12 lies between the two
+and is accepted); another version is refused by check_version(), which
+register() calls first, so an unknown torch fails at registration with the
+fix instead of compiling wrongly.
+
+Facts and line numbers: ../shared/research/inductor-privateuse1.md (§7 is the
+recipe these functions follow). Each function names what it touches:
+
+  Dynamo   torch._dynamo.device_interface: DeviceInterface (the base class),
+           register_interface_for_device, get_interface_for_device;
+           torch._dynamo.callback.callback_handler.register_start_callback
+  codegen  torch._inductor.codegen.common: register_backend_for_device,
+           get_scheduling_for_device, register_device_op_overrides,
+           DeviceOpOverrides; codegen.triton: TritonScheduling, TritonKernel
+           (gen_common_triton_imports); codegen.wrapper: PythonWrapperCodegen
+  gates    torch._inductor.utils.GPU_TYPES (appended in place) and
+           get_gpu_type (replaced where bound); torch.utils._triton.has_triton
+           (replaced where bound)
+  driver   torch._inductor.runtime.triton_helpers.set_driver_to_gpu
+           (replaced); triton_heuristics.CachingAutotuner: precompile,
+           _precompile_config, _make_launchers, benchmark_all_configs,
+           coordinate_descent_tuning (wrapped) and its device_props.type
+  timing   torch._inductor.runtime.benchmarking.register_benchmarker and
+           Benchmarker.benchmark_gpu(device_type=) (2.13 only; 2.11 has no
+           registry, see register_benchmarker below)
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+CHECKED_VERSIONS = ("2.11", "2.12", "2.13")
+
+
+def torch_minor() -> str:
+    return ".".join(torch.__version__.split("+")[0].split(".")[:2])
+
+
+def check_version() -> None:
+    minor = torch_minor()
+    if minor not in CHECKED_VERSIONS:
+        raise RuntimeError(
+            f"devbridge.inductor: torch {torch.__version__} is not a version devbridge's torch.compile integration "
+            f"was checked on ({', '.join(CHECKED_VERSIONS)}); it patches private Inductor APIs that change between "
+            "releases, so it refuses rather than risk wrong code. Use a checked torch, or update "
+            "devbridge/inductor/_torch_api.py after checking each API it lists against this torch.")
+
+
+# ------------------------------------------------------------------ classes to subclass
+
+def device_interface_base():
+    from torch._dynamo.device_interface import DeviceInterface
+
+    return DeviceInterface
+
+
+def device_op_overrides_base():
+    from torch._inductor.codegen.common import DeviceOpOverrides
+
+    return DeviceOpOverrides
+
+
+def triton_scheduling_classes():
+    """(TritonScheduling, TritonKernel, PythonWrapperCodegen)."""
+    from torch._inductor.codegen.triton import TritonKernel, TritonScheduling
+    from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+
+    return TritonScheduling, TritonKernel, PythonWrapperCodegen
+
+
+# ------------------------------------------------------------------ registration
+
+def on_compile_start(callback) -> None:
+    """Run callback() when Dynamo starts compiling a frame (before tracing:
+    Dynamo caches its device handlers while tracing the first frame)."""
+    from torch._dynamo.callback import callback_handler
+
+    callback_handler.register_start_callback(lambda *args: callback())
+
+
+def register_device_interface(device: str, interface) -> None:
+    from torch._dynamo import device_interface
+
+    device_interface.register_interface_for_device(device, interface)
+
+
+def registered_device_interface(device: str):
+    from torch._dynamo import device_interface
+
+    try:
+        return device_interface.get_interface_for_device(device)
+    except NotImplementedError:
+        return None
+
+
+def register_codegen(device: str, scheduling, wrapper) -> None:
+    from torch._inductor.codegen import common
+
+    common.register_backend_for_device(device, scheduling, wrapper)
+
+
+def registered_scheduling(device: str):
+    from torch._inductor.codegen import common
+
+    return common.get_scheduling_for_device(device)
+
+
+def register_op_overrides(device: str, overrides) -> None:
+    from torch._inductor.codegen import common
+
+    # torch 2.11 registers the built-in overrides (cuda's among them) at the
+    # first lookup only while its table is empty: look one up first, or cuda
+    # would get the CPU's empty ones (a wrapper that does not parse).
+    common.get_device_op_overrides("cpu")
+    common.register_device_op_overrides(device, overrides)
+
+
+# ------------------------------------------------------------------ gates
+
+def _rebind_everywhere(original, replacement) -> list[str]:
+    """Replace every module global bound to `original` (the functions are
+    imported by name into several Inductor modules at their import time)."""
+    rebound = []
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("torch.") or module is None:
+            continue
+        namespace = getattr(module, "__dict__", None)
+        if not namespace:
+            continue
+        for attribute, value in list(namespace.items()):
+            if value is original:
+                namespace[attribute] = replacement
+                rebound.append(f"{name}.{attribute}")
+    return rebound
+
+
+def add_gpu_type(device: str, available) -> None:
+    """GPU_TYPES gains the device (in place: freezing_patterns holds the same
+    list). get_gpu_type() asserts that at most one GPU type is available, so
+    it is replaced by one that answers what it answered before for the
+    built-in types and the plugin device only when none of them is available;
+    a graph on the plugin device with CUDA also available therefore keeps
+    "cuda" as the type constructors move to, which moves none of its nodes."""
+    import torch._inductor.fx_passes.joint_graph  # noqa: F401  (binds get_gpu_type by name)
+    import torch._inductor.fx_passes.post_grad  # noqa: F401
+    from torch._inductor import utils
+
+    if device not in utils.GPU_TYPES:
+        utils.GPU_TYPES.append(device)
+    original = utils.get_gpu_type
+    if getattr(original, "_devbridge_device", None) == device:
+        return
+    builtin = [t for t in utils.GPU_TYPES if t != device]
+
+    import functools
+
+    @functools.cache
+    def get_gpu_type() -> str:
+        present = [t for t in builtin if getattr(torch, t, None) is not None and getattr(torch, t).is_available()]
+        if present:
+            return present[0]
+        return device if available() else "cuda"
+
+    get_gpu_type._devbridge_device = device
+    _rebind_everywhere(original, get_gpu_type)
+    utils.get_gpu_type = get_gpu_type
+
+
+def accept_triton(device: str) -> None:
+    """has_triton() is true when the plugin device serves Triton (its table
+    knows only cuda / xpu / cpu / mtia). Cached and bound by name in
+    scheduler, compile_fx, pad_mm, mm_grouped and autotune_cache."""
+    import torch._inductor.compile_fx  # noqa: F401  (bind has_triton by name)
+    import torch._inductor.fx_passes.pad_mm  # noqa: F401
+    import torch._inductor.scheduler  # noqa: F401
+    import torch.utils._triton as triton_utils
+
+    original = triton_utils.has_triton
+    if getattr(original, "_devbridge_device", None) == device:
+        return
+
+    import functools
+
+    @functools.cache
+    def has_triton() -> bool:
+        return triton_utils.has_triton_package() or original()
+
+    has_triton._devbridge_device = device
+    _rebind_everywhere(original, has_triton)
+    triton_utils.has_triton = has_triton
+
+
+def common_triton_imports(kernel_class) -> str:
+    return kernel_class.gen_common_triton_imports()
+
+
+# ------------------------------------------------------------------ the active Triton driver
+
+def triton_helpers():
+    from torch._inductor.runtime import triton_helpers as module
+
+    return module
+
+
+def caching_autotuner():
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    return CachingAutotuner
+
+
+#: CachingAutotuner methods that compile, load or time a kernel through
+#: Triton's active driver (the steady-state run() fast path needs none).
+DRIVER_METHODS = ("precompile", "_precompile_config", "_make_launchers", "benchmark_all_configs",
+                  "coordinate_descent_tuning")
+
+
+def autotuner_device_type(autotuner) -> str:
+    return autotuner.device_props.type
+
+
+# ------------------------------------------------------------------ timing
+
+def register_benchmarker(device: str) -> str:
+    """Kernel timing for the device. torch 2.13 has a registry: without an
+    entry it times any non-CPU device on CUDA. torch 2.11 has none; its
+    CachingAutotuner.bench times through the process's benchmarker
+    (InductorBenchmarker on a CUDA host, which uses CUDA events; otherwise
+    Triton's do_bench through the active driver, devbridge's during tuning),
+    so on 2.11 nothing is registered. Returns what was done."""
+    from torch._inductor.runtime import benchmarking
+
+    registry = getattr(benchmarking, "register_benchmarker", None)
+    if registry is None:
+        return "none (torch 2.11 has no benchmarker registry)"
+    if device in getattr(benchmarking, "_BENCHMARK_DISPATCH", {}):
+        return "already registered"
+
+    def benchmark_on_device(self, fn, *, warmup=25, rep=100, **kwargs):
+        kwargs.pop("device_type", None)
+        return self.benchmark_gpu(fn, warmup=warmup, rep=rep, device_type=device, **kwargs)
+
+    registry(device, benchmark_on_device)
+    return "register_benchmarker"

@@ -1,0 +1,41 @@
+"""The first lines of every kernel module devbridge's codegen writes.
+
+Inductor compiles kernels in worker processes: fresh interpreters started
+from the parent's environment. Where the plugin is autoloaded there, it has
+registered itself already and prepare() returns at once. Where it is not
+(TORCH_DEVICE_BACKEND_AUTOLOAD=0, a process importing plugins explicitly),
+prepare() loads the plugin through its `torch.backends` entry point, the hook
+torch's autoload would have called, and registers the device with Inductor,
+before the module's first Triton call.
+"""
+
+from __future__ import annotations
+
+_prepared: str | None = None
+
+
+def prepare(device: str, plugin_entry_point: str | None) -> None:
+    global _prepared
+    if _prepared == device:
+        return
+
+    from .. import _C
+    from ..triton.hardware import declared
+
+    if (_C.plugin_name() != device or declared(device) is None) and plugin_entry_point:
+        _load_plugin(plugin_entry_point)
+    from . import register
+
+    register(device)
+    _prepared = device
+
+
+def _load_plugin(entry_point: str) -> None:
+    import importlib
+
+    module_name, _, function = entry_point.partition(":")
+    hook = importlib.import_module(module_name)
+    for part in filter(None, function.split(".")):
+        hook = getattr(hook, part)
+    if callable(hook):
+        hook()
