@@ -175,7 +175,7 @@ want tests && step check_cudadev 120 bash -c '"$0" -m devbridge check --device c
 # through cudadev's current-stream query and through the generic c10 path,
 # against PyTorch's table answering kDLCUDA for a torch.cuda stream, one
 # process (issue #12's targets: <= 1.0x and <= 1.5x).
-step bench_dlpack_cudadev 120 "$PY" "$ROOT/bench/dlpack_exchange.py" --plugin torch_cudadev \
+want bench && step bench_dlpack_cudadev 120 "$PY" "$ROOT/bench/dlpack_exchange.py" --plugin torch_cudadev \
   --device cudadev:0 --machine "${GPU_SUITE_MACHINE:-h200}_cudadev" --repeats 11 --results-dir "$OUT"
 
 # One xdist worker: a crash in one test is reported as that test's failure
