@@ -72,6 +72,7 @@ def models():
         return lambda: fn(x, y)
 
     def mlp_small(device):
+        torch.set_grad_enabled(False)  # inference: see block_train
         model = cases.MLP().to(device)
         model.load_state_dict({k: v.to(device) for k, v in _weights(cases.MLP).items()})
         x = cases._randn(64, 32).to(device)
