@@ -207,8 +207,8 @@ def plot(rows: list[dict], meta: dict, path: pathlib.Path) -> str | None:
     figure, axis = plt.subplots(figsize=(10, 4.5))
     width = 0.38
     for offset, device in ((-width / 2, "cuda"), (width / 2, "cudadev")):
-        values = [next(r["value"] for r in steady if r["device"] == device and r["name"].startswith(n))
-                  for n in names]
+        values = [next((r["value"] for r in steady if r["device"] == device and r["name"].startswith(n)), 0.0)
+                  for n in names]  # 0: no peer measured (the train step on cuda)
         axis.barh([i + offset for i in range(len(names))], values, height=width, label=f"torch.compile on {device}")
     axis.set_yticks(range(len(names)), [n.replace(", ", "\n", 1) for n in names], fontsize=8)
     axis.set_xscale("log")
