@@ -2,6 +2,8 @@
 devbridge's table against PyTorch's own, in one process, on the same tensors.
 
     python bench/dlpack_exchange.py [--device simdev:0] [--repeats 11] [--machine NAME]
+    TORCH_DEVICE_BACKEND_AUTOLOAD=0 python bench/dlpack_exchange.py --plugin torch_cudadev \
+        --device cudadev:0 --machine h200_cudadev        (the GPU suite's cudadev run)
 
 The calls are made from C (bench/dlpack_exchange_harness.c, compiled here at
 run time and called once per measurement through ctypes with the GIL held), so
@@ -10,16 +12,26 @@ what is timed is the table function, not ctypes. Each figure is the median over
 so drift hits both alike. Python's `__dlpack__()` / `torch.from_dlpack` are
 timed too, for context (they do not go through either table).
 
+current_work_stream is timed under a non-default stream, three ways for the
+plugin device: through the plugin's registered current-stream query (the
+fast path), through the generic c10 path (the query unregistered for that
+row: the guard's getStream + getStreamNativeHandle), and, where CUDA exists,
+PyTorch's own table answering kDLCUDA for a torch.cuda stream, the reference
+of issue #12's targets (query <= 1.0x, generic <= 1.5x of it). Without CUDA
+the reference is PyTorch's own table answering the same kDLExtDev query.
+
 Prints a side-by-side table with a devbridge/PyTorch ratio column and writes it
-to bench/results/dlpack_exchange_<machine>.md and .json.
+to bench/results/dlpack_exchange_<machine>.md, .json and .png.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import dataclasses
 import datetime
+import importlib
 import json
 import os
 import pathlib
@@ -46,12 +58,20 @@ HARNESS_SOURCE = BENCH_DIR / "dlpack_exchange_harness.c"
 RESULTS_DIR = BENCH_DIR / "results"
 
 KDL_CPU = 1
+KDL_CUDA = 2
 KDL_EXT_DEV = 12  # PrivateUse1 tensors are exchanged as kDLExtDev
 NUMEL = 1024
 
-# Targets this benchmark reports against (DESIGN.md, "Testing and measuring").
+# Targets this benchmark reports against (DESIGN.md, "Testing and measuring";
+# issue #3 for export and 25 ns, issue #12 for the stream-query ratios).
 MAX_EXPORT_RATIO = 1.0
 MAX_PRIVATEUSE1_STREAM_NS = 25.0
+MAX_QUERY_RATIO = 1.0  # devbridge through the plugin's query / the reference
+MAX_GENERIC_RATIO = 1.5  # devbridge through getStream + getStreamNativeHandle / the reference
+
+QUERY_SUBJECT = "kDLExtDev:{index}, plugin's query"
+GENERIC_SUBJECT = "kDLExtDev:{index}, generic c10 path"
+CUDA_SUBJECT = "kDLCUDA:0, torch.cuda stream"
 
 
 # ---------------------------------------------------------------- the C harness
@@ -109,6 +129,46 @@ class Row:
     answers: dict[int, str] = dataclasses.field(default_factory=dict)  # table -> stream
 
 
+def side_stream(device: torch.device):
+    """A function making one non-default stream of `device` (plugin or CUDA)
+    current for a `with` block: while a row runs, the tables then answer the
+    live stream, not a default they might return without looking. One stream
+    per row, so both tables of a row must report the same stream."""
+    if device.type == "cpu":
+        return contextlib.nullcontext
+    if device.type == "cuda":
+        stream = torch.cuda.Stream(device)
+        return lambda: torch.cuda.stream(stream)
+    stream = torch.Stream(device=device)
+    return lambda: stream
+
+
+@contextlib.contextmanager
+def generic_path(device_type: str):
+    """The plugin's current-stream query unregistered: devbridge answers
+    through the device guard (getStream + getStreamNativeHandle)."""
+    query = devbridge._C._current_stream_query(device_type)
+    devbridge.register_current_stream_query(None, device_type)
+    try:
+        yield
+    finally:
+        devbridge.register_current_stream_query(query, device_type)
+
+
+def stream_row(harness, function, subject, device, device_type, device_id, iterations, path=None):
+    answers: dict[int, str] = {}  # table address -> the stream it reported
+    current = side_stream(device)
+
+    def stream_ns(api: int) -> float:
+        stream = ctypes.c_void_p()
+        with current(), (path() if path else contextlib.nullcontext()):
+            ns = harness.bench_current_work_stream(api, device_type, device_id, iterations, ctypes.byref(stream))
+        answers[api] = hex(stream.value) if stream.value else "NULL"
+        return ns
+
+    return Row(function, subject, stream_ns, answers=answers)
+
+
 def build_rows(harness: ctypes.PyDLL, tensors: dict[str, torch.Tensor], scale: float) -> list[Row]:
     def iters(n: int) -> int:
         return max(1, int(n * scale))
@@ -146,22 +206,21 @@ def build_rows(harness: ctypes.PyDLL, tensors: dict[str, torch.Tensor], scale: f
                         lambda api, dt=device_type, di=device_id:
                         harness.bench_allocator(api, dt, di, NUMEL, iters(20_000))))  # fmt: skip
     for label, tensor in tensors.items():
-        device_type = KDL_CPU if tensor.device.type == "cpu" else KDL_EXT_DEV
         device_id = tensor.device.index or 0
-        answers: dict[int, str] = {}  # table address -> the stream it reported
-
-        def stream_ns(api: int, dt: int = device_type, di: int = device_id, answers: dict = answers) -> float:
-            stream = ctypes.c_void_p()
-            ns = harness.bench_current_work_stream(api, dt, di, iters(1_000_000), ctypes.byref(stream))
-            answers[api] = hex(stream.value) if stream.value else "NULL"
-            return ns
-
-        subject = f"{'kDLCPU' if device_type == KDL_CPU else 'kDLExtDev'}:{device_id}"
-        row = Row("current_work_stream", subject, stream_ns, answers=answers)
-        if device_type == KDL_EXT_DEV:
-            row.target = f"devbridge <= {MAX_PRIVATEUSE1_STREAM_NS:.0f} ns"
-            row.target_check = lambda db, pt: db <= MAX_PRIVATEUSE1_STREAM_NS
-        rows.append(row)
+        if tensor.device.type == "cpu":
+            rows.append(stream_row(harness, "current_work_stream", "kDLCPU:0", tensor.device, KDL_CPU, 0,
+                                   iters(1_000_000)))
+            continue
+        plugin = tensor.device.type
+        if devbridge._C._has_current_stream_query(plugin):
+            rows.append(stream_row(harness, "current_work_stream", QUERY_SUBJECT.format(index=device_id),
+                                   tensor.device, KDL_EXT_DEV, device_id, iters(1_000_000)))
+        rows.append(stream_row(harness, "current_work_stream", GENERIC_SUBJECT.format(index=device_id),
+                               tensor.device, KDL_EXT_DEV, device_id, iters(1_000_000),
+                               path=lambda plugin=plugin: generic_path(plugin)))
+    if torch.cuda.is_available():
+        rows.append(stream_row(harness, "current_work_stream", CUDA_SUBJECT, torch.device("cuda", 0),
+                               KDL_CUDA, 0, iters(1_000_000)))
     return rows
 
 
@@ -220,6 +279,61 @@ def summarise(rows: list[Row], tables: dict[str, int]) -> list[dict]:
     return summary
 
 
+def apply_stream_targets(summary: list[dict]) -> None:
+    """Issue #12's targets for the plugin's current_work_stream rows, against
+    PyTorch's table answering kDLCUDA for a torch.cuda stream (same process);
+    without CUDA, against PyTorch's table answering the same kDLExtDev query.
+    Issue #3's absolute 25 ns applies to the fastest devbridge path."""
+    cuda = next((e for e in summary if e["subject"] == CUDA_SUBJECT), None)
+    for entry in summary:
+        subject = entry["subject"]
+        if entry["function"] != "current_work_stream" or not subject.startswith("kDLExtDev"):
+            continue
+        query = subject.endswith("plugin's query")
+        limit = MAX_QUERY_RATIO if query else MAX_GENERIC_RATIO
+        if cuda is not None:
+            reference, label = cuda["pytorch_ns"], "PyTorch kDLCUDA"
+        else:
+            reference, label = entry["pytorch_ns"], "PyTorch's own kDLExtDev (no CUDA here)"
+        ratio = entry["devbridge_ns"] / reference
+        entry["reference"] = label
+        entry["reference_ns"] = reference
+        entry["ratio_to_reference"] = ratio
+        entry["target"] = f"devbridge <= {limit:.1f}x {label}"
+        entry["target_met"] = ratio <= limit
+        if query or not any(e["subject"].endswith("plugin's query") for e in summary):
+            entry["target"] += f"; <= {MAX_PRIVATEUSE1_STREAM_NS:.0f} ns"
+            entry["target_met"] = entry["target_met"] and entry["devbridge_ns"] <= MAX_PRIVATEUSE1_STREAM_NS
+
+
+def plot(summary: list[dict], meta: dict, path: pathlib.Path) -> str | None:
+    """Grouped bars, devbridge vs PyTorch, ns per call (log scale); returns why
+    not when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as error:
+        return f"matplotlib is not available ({error})"
+    labels = [f"{e['function']}\n{e['subject']}" for e in summary]
+    positions = range(len(summary))
+    figure, axes = plt.subplots(figsize=(max(8, 0.9 * len(summary)), 5))
+    width = 0.4
+    axes.bar([p - width / 2 for p in positions], [e["devbridge_ns"] for e in summary], width, label="devbridge")
+    axes.bar([p + width / 2 for p in positions], [e["pytorch_ns"] for e in summary], width, label="PyTorch")
+    axes.set_yscale("log")
+    axes.set_ylabel("ns per call (median), log scale")
+    axes.set_xticks(list(positions))
+    axes.set_xticklabels(labels, rotation=60, ha="right", fontsize=7)
+    axes.set_title(f"DLPack exchange table on {meta['machine']}: torch {meta['torch']}, commit {meta['commit']}")
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return None
+
+
 def markdown(summary: list[dict], context: list[dict], meta: dict) -> str:
     lines = [
         "# DLPack exchange table: devbridge vs PyTorch",
@@ -238,6 +352,8 @@ def markdown(summary: list[dict], context: list[dict], meta: dict) -> str:
         target = ""
         if entry["target"]:
             target = f"{entry['target']}: {'met' if entry['target_met'] else 'NOT MET'}"
+            if "ratio_to_reference" in entry:
+                target += f" ({entry['ratio_to_reference']:.2f}x, {entry['devbridge_ns']:.1f} ns)"
         if "devbridge_answer" in entry:
             answer = f"answers devbridge {entry['devbridge_answer']}, PyTorch {entry['pytorch_answer']}"
             target = f"{target}; {answer}" if target else answer
@@ -261,6 +377,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="simdev:0",
                         help="PrivateUse1 device for the device tensor (default simdev:0); "
                         "'none' for CPU tensors only")  # fmt: skip
+    parser.add_argument("--plugin", default=None,
+                        help="import this module first (the plugin, when autoload is off)")
     parser.add_argument("--repeats", type=int, default=11)
     parser.add_argument("--scale", type=float, default=1.0,
                         help="multiply every loop's iteration count (e.g. 0.05 for a smoke run)")  # fmt: skip
@@ -270,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results-dir", type=pathlib.Path, default=RESULTS_DIR,
                         help="where the .md and .json go (default: bench/results)")
     args = parser.parse_args(argv)
+    if args.plugin:
+        importlib.import_module(args.plugin)
 
     devbridge.install()  # the realistic set-up; either table is called directly below
     tables = {
@@ -288,6 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = build_rows(harness, tensors, args.scale)
         run_rows(rows, tables, args.repeats)
     summary = summarise(rows, tables)
+    apply_stream_targets(summary)
     context = python_context(tensors, args.repeats, args.scale)
 
     meta = {
@@ -310,7 +431,8 @@ def main(argv: list[str] | None = None) -> int:
         stem.with_suffix(".md").write_text(report)
         payload = {**meta, "rows": summary, "python_context": context}
         stem.with_suffix(".json").write_text(json.dumps(payload, indent=2) + "\n")
-        print(f"wrote {stem}.md and {stem}.json")
+        why_not = plot(summary, meta, stem.with_suffix(".png"))
+        print(f"wrote {stem}.md, {stem}.json" + (f" (no plot: {why_not})" if why_not else f" and {stem}.png"))
     return 0
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU suite, in one call on the GPU machine (see docs/gpu.md):
 #   install devbridge, the simdev and cudadev plugins (built here), then
-#   `devbridge check` on cudadev, the cudadev tests and the GPU-marked tests.
+#   `devbridge check` on cudadev, the DLPack benchmark on cudadev, the cudadev
+#   tests and the GPU-marked tests.
 #
 #   OUT=/dir/for/logs [GPU_SUITE_PART=tests|bench] scripts/gpu_suite.sh
 #
@@ -169,6 +170,13 @@ PYEOF
 # devbridge's conformance report on cudadev: JSON on stdout, the rest in the log.
 want tests && step check_cudadev 120 bash -c '"$0" -m devbridge check --device cudadev --plugin torch_cudadev --json >"$1"' \
   "$PY" "$OUT/check_cudadev.json"
+
+# The DLPack benchmark on cudadev: devbridge's current_work_stream(kDLExtDev)
+# through cudadev's current-stream query and through the generic c10 path,
+# against PyTorch's table answering kDLCUDA for a torch.cuda stream, one
+# process (issue #12's targets: <= 1.0x and <= 1.5x).
+want bench && step bench_dlpack_cudadev 120 "$PY" "$ROOT/bench/dlpack_exchange.py" --plugin torch_cudadev \
+  --device cudadev:0 --machine "${GPU_SUITE_MACHINE:-h200}_cudadev" --repeats 11 --results-dir "$OUT"
 
 # One xdist worker: a crash in one test is reported as that test's failure
 # (the worker is restarted) instead of ending the whole run.

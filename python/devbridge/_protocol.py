@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 
 import torch
 
@@ -80,25 +81,38 @@ def _wrapping(original, wrapper):
 # ---------------------------------------------------------------- the methods
 
 
+# Bound once: the wrappers sit on every tensor's __dlpack__ path, so a CPU or
+# CUDA tensor pays two C property reads on top of torch's own method.
+_has_torch_function_unary = api.has_torch_function_unary
+_torch_dlpack = api.original_dlpack()
+_torch_dlpack_device = api.original_dlpack_device()
+# Plugin tensors get torch's own default (-1 on torch 2.13: no ordering), as
+# CUDA tensors do on the same torch.
+_DEFAULT_STREAM = inspect.signature(_torch_dlpack).parameters["stream"].default
+
+
+def _to_torch(tensor) -> bool:
+    """Whether torch's own method serves `tensor`: every tensor that is not
+    on the plugin device, and every tensor with __torch_function__ (torch's
+    method dispatches it first, and the subclass's call comes back here)."""
+    return (_has_torch_function_unary(tensor) or tensor.is_cpu or tensor.is_cuda
+            or tensor.device.type != api.plugin_device_type())
+
+
 def __dlpack_device__(self):
-    if api.has_torch_function_unary(self):
-        return api.handle_torch_function(torch.Tensor.__dlpack_device__, self)
-    if self.device.type != api.plugin_device_type():
-        return api.original_dlpack_device()(self)
+    if _to_torch(self):
+        return _torch_dlpack_device(self)
     device_type, index = _C._dl_device(self)
     if device_type == KDL_EXT_DEV:
         return (api.dl_device_type_enum().kDLExtDev, index)
     return (device_type, index)  # 21: torch's enum has no kDLAscend
 
 
-def __dlpack__(self, *, stream=-1, max_version=None, dl_device=None, copy=None):
-    if api.has_torch_function_unary(self):
-        return api.handle_torch_function(torch.Tensor.__dlpack__, self, stream=stream,
-                                         max_version=max_version, dl_device=dl_device, copy=copy)
-    if self.device.type != api.plugin_device_type():
-        return api.original_dlpack()(self, stream=stream, max_version=max_version,
-                                     dl_device=dl_device, copy=copy)
-    return _export(self, stream, max_version, dl_device, copy)
+def __dlpack__(self, *args, **kwargs):
+    # Arguments pass through untouched: torch's own defaults and errors stay.
+    if _to_torch(self):
+        return _torch_dlpack(self, *args, **kwargs)
+    return _export(self, *args, **kwargs)
 
 
 def from_dlpack(ext_tensor, *, device=None, copy=None):
@@ -136,7 +150,7 @@ def _is_ascend(ext_tensor) -> bool:
 # ---------------------------------------------------------------- export
 
 
-def _export(tensor, stream, max_version, dl_device, copy):
+def _export(tensor, *, stream=_DEFAULT_STREAM, max_version=None, dl_device=None, copy=None):
     if tensor.requires_grad:  # as torch's own __dlpack__ (the C table allows it)
         raise BufferError("Can't export tensors that require gradient, use tensor.detach()")
     _check_stream(tensor, stream)

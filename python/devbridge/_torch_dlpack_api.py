@@ -8,7 +8,8 @@ anything, so an unknown torch fails with the fix instead of exporting wrongly.
   torch.Tensor.__dlpack_device__   keyword-only signature (stream=-1,
                                    max_version=None, dl_device=None,
                                    copy=None) in 2.11 and 2.13 (also checked by
-                                   signature). Replaced on the class by
+                                   signature; 2.11's stream default is read
+                                   from it). Replaced on the class by
                                    wrappers that call them, unchanged, for
                                    every tensor that is not on the plugin
                                    device: torch compares the device type with
@@ -22,10 +23,10 @@ anything, so an unknown torch fails with the fix instead of exporting wrongly.
                                    it has no kAscend member).
   torch._C._get_privateuse1_backend_name   (private) the plugin's device type
                                    name, "privateuseone" until renamed.
-  torch.overrides.has_torch_function_unary / handle_torch_function
-                                   (public) used as torch's own methods use
-                                   them, so Tensor subclasses see the same
-                                   __torch_function__ calls as before.
+  torch.overrides.has_torch_function_unary
+                                   (public) a tensor with __torch_function__
+                                   goes to torch's own method first, which
+                                   dispatches it as before.
 """
 
 from __future__ import annotations
@@ -35,7 +36,10 @@ import inspect
 import torch
 
 CHECKED_VERSIONS = ("2.11", "2.12", "2.13")
-_DLPACK_PARAMETERS = ["self", "stream", "max_version", "dl_device", "copy"]
+# What devbridge implements for plugin tensors; torch's method must take at
+# least these (later torches add more, e.g. read_only: plugin tensors refuse
+# those with a TypeError, every other tensor gets torch's own handling).
+_DLPACK_PARAMETERS = {"stream", "max_version", "dl_device", "copy"}
 
 
 def torch_minor() -> str:
@@ -46,10 +50,10 @@ def check_version() -> None:
     """Raise RuntimeError naming the fix unless this torch was checked."""
     minor = torch_minor()
     parameters = list(inspect.signature(original_dlpack()).parameters)
-    if minor in CHECKED_VERSIONS and parameters == _DLPACK_PARAMETERS:
+    takes_ours = _DLPACK_PARAMETERS <= set(parameters)
+    if minor in CHECKED_VERSIONS and takes_ours:
         return
-    found = f"torch {torch.__version__}" + (
-        "" if parameters == _DLPACK_PARAMETERS else f", whose Tensor.__dlpack__ takes {parameters}")
+    found = f"torch {torch.__version__}" + ("" if takes_ours else f", whose Tensor.__dlpack__ takes {parameters}")
     raise RuntimeError(
         f"devbridge: {found} is not a version devbridge's Python DLPack protocol was checked on "
         f"({', '.join(CHECKED_VERSIONS)}); it replaces torch.Tensor.__dlpack__ and "
@@ -93,9 +97,7 @@ def dl_device_type_enum():
     return torch.utils.dlpack.DLDeviceType
 
 
-def has_torch_function_unary(tensor) -> bool:
-    return torch.overrides.has_torch_function_unary(tensor)
+# The C function itself (a Python wrapper would cost a call per export).
+has_torch_function_unary = torch.overrides.has_torch_function_unary
 
 
-def handle_torch_function(public_api, tensor, **kwargs):
-    return torch.overrides.handle_torch_function(public_api, (tensor,), tensor, **kwargs)

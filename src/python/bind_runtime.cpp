@@ -170,6 +170,14 @@ void BindRuntime(py::module_& m) {
   m.def("_has_current_stream_query", [](const std::string& device_type) {
     return GetCurrentStreamQuery(ParseDeviceType(device_type)) != nullptr;
   });
+  m.def(
+      "_current_stream_query",
+      [](const std::string& device_type) -> py::object {
+        const DevbridgeCurrentStreamFn query = GetCurrentStreamQuery(ParseDeviceType(device_type));
+        if (query == nullptr) return py::none();
+        return py::capsule(reinterpret_cast<void*>(query), DEVBRIDGE_CURRENT_STREAM_CAPSULE_NAME);
+      },
+      "The registered current-stream query as a capsule (to register it again), or None.");
   m.def("_has_external_stream_hook", [](const std::string& device_type) {
     return GetExternalStreamHook(ParseDeviceType(device_type)) != nullptr;
   });

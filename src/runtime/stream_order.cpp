@@ -78,7 +78,9 @@ c10::Stream DeviceRuntime::stream_from_native(c10::DeviceIndex index, void* nati
 
 void DeviceRuntime::wait_for_current_stream(const c10::Stream& consumer) const {
   const c10::Stream current = guard()->getStream(consumer.device());
-  if (current == consumer) return;
+  // Both are streams of consumer.device() by construction: the ids decide
+  // (some guards, c10's NoOp one among them, label their streams index -1).
+  if (current.id() == consumer.id()) return;
   // A c10::Event without timing: the plugin records it on the producer's
   // stream and makes the consumer wait for it on the device; destroying it
   // right after is allowed while the wait is pending (as in CUDA).

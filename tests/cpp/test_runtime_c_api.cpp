@@ -35,6 +35,7 @@ TEST_F(RuntimeCApi, HeaderAndFunctions) {
   EXPECT_NE(api->synchronize_current_stream, nullptr);
   EXPECT_NE(api->scratch_alloc, nullptr);
   EXPECT_NE(api->scratch_free, nullptr);
+  EXPECT_NE(api->wait_current_stream, nullptr);  // minor 1
 }
 
 TEST_F(RuntimeCApi, CpuQueries) {

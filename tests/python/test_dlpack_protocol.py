@@ -331,6 +331,21 @@ def test_cpu_tensors_behave_exactly_as_with_torch_alone(kwargs):
     assert x.__dlpack_device__() == _torch_dlpack_api.original_dlpack_device()(x)
 
 
+@pytest.mark.parametrize("args,kwargs", [((), {"read_only": True}), ((-1,), {})], ids=["keyword", "positional"])
+def test_arguments_torch_does_not_take_are_torchs_errors_on_cpu(args, kwargs):
+    x = torch.arange(3.0)
+    assert outcome(lambda: x.__dlpack__(*args, **kwargs)) == \
+        outcome(lambda: _torch_dlpack_api.original_dlpack()(x, *args, **kwargs))
+    assert outcome(lambda: x.__dlpack__(*args, **kwargs))[1] is TypeError
+
+
+@skip_without_simdev
+@pytest.mark.parametrize("args,kwargs", [((), {"read_only": True}), ((-1,), {})], ids=["keyword", "positional"])
+def test_arguments_devbridge_does_not_implement_are_type_errors(args, kwargs):
+    with pytest.raises(TypeError):
+        torch.ones(2, device="simdev:0").__dlpack__(*args, **kwargs)
+
+
 def test_cpu_round_trips_and_signature_unchanged():
     import inspect
 

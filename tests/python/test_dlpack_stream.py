@@ -8,10 +8,29 @@ import torch
 
 import devbridge
 from devbridge import dlpack_ctypes as dl
-from dlpack_devices import skip_without_simdev
+from dlpack_devices import SIMDEV, skip_without_simdev
 
 OURS = dl.Table(devbridge.exchange_api())
 PYTORCH = dl.Table(devbridge.torch_exchange_api())
+
+
+@pytest.fixture(autouse=True, params=["current-stream-query", "guard"])
+def route(request):
+    """Every test twice on simdev: through the plugin's fast current-stream
+    query (registered by its autoload) and through the guard's getStream +
+    getStreamNativeHandle (the generic c10 path)."""
+    if not SIMDEV:
+        yield request.param
+        return
+    import torch_simdev
+
+    if request.param == "guard":
+        devbridge.register_current_stream_query(None, "simdev")
+    try:
+        assert devbridge._C.native_stream_source("simdev", 0) == request.param
+        yield request.param
+    finally:
+        devbridge.register_current_stream_query(torch_simdev._C.current_stream_query(), "simdev")
 
 
 def test_cpu_is_null():
@@ -138,3 +157,48 @@ def test_non_current_device_reports_its_own_live_stream(other, current):
     finally:
         torch.accelerator.set_stream(previous)
         torch.accelerator.set_device_index(saved)
+
+
+# ---------------------------------------------------------------- registering hooks
+
+QUERY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p))
+
+
+def capsule(function, name: bytes):
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype = ctypes.py_object
+    new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    return new(ctypes.cast(function, ctypes.c_void_p), name, None)
+
+
+@skip_without_simdev
+def test_a_registered_query_answers_and_a_failing_one_names_the_fix(route):
+    @QUERY
+    def query(device_index, out):
+        out[0] = 0x5000 + device_index
+        return 0
+
+    @QUERY
+    def failing(device_index, out):
+        return -1
+
+    devbridge.register_current_stream_query(capsule(query, b"devbridge_current_stream"), "simdev")
+    assert OURS.current_stream(dl.KDL_EXT_DEV, 1) == 0x5001
+    assert devbridge.current_stream("simdev:0") == 0x5000
+    devbridge.register_current_stream_query(capsule(failing, b"devbridge_current_stream"), "simdev")
+    with pytest.raises(RuntimeError, match=r"current-stream query registered for simdev .* failed for "
+                                           r"device 1.*register_current_stream_query\(None, 'simdev'\)"):
+        OURS.current_stream(dl.KDL_EXT_DEV, 1)
+
+
+def test_bad_hook_registrations_are_refused():
+    with pytest.raises(TypeError, match="must be a PyCapsule named 'devbridge_current_stream'"):
+        devbridge.register_current_stream_query(lambda index: 0, "cpu")
+    with pytest.raises(TypeError, match="must be a PyCapsule named 'devbridge_external_stream'"):
+        devbridge.register_external_stream_hook(42, "cpu")
+    wrong = capsule(QUERY(lambda index, out: 0), b"devbridge_stream_resolver")
+    with pytest.raises(ValueError, match="named 'devbridge_current_stream', got one named "
+                                         "'devbridge_stream_resolver'"):
+        devbridge.register_current_stream_query(wrong, "cpu")
+    with pytest.raises(RuntimeError, match="no_such_device"):  # torch.device's own error
+        devbridge.register_external_stream_hook(None, "no_such_device")

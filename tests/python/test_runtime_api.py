@@ -329,3 +329,44 @@ def test_install_from_the_plugins_autoload_during_import_devbridge():
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stderr
+
+
+@skip_without_simdev
+def test_wait_current_stream_orders_a_consumer_stream():
+    """A C consumer's stream waits for the producer's current stream (delay on:
+    without the wait, the consumer's read lands before the producer's write)."""
+    table = runtime_table()
+    x = torch.zeros(1 << 12, device="simdev:0")
+    torch.simdev.synchronize(0)
+    producer, consumer = torch.Stream(device="simdev:0"), torch.Stream(device="simdev:0")
+    seen = {}
+    torch.simdev.set_op_delay_us(20_000)
+    try:
+        for wait in (True, False):
+            with producer:
+                x.fill_(1.0)
+                x.add_(1.0)
+                x.add_(1.0)
+                if wait:
+                    assert table.wait_current_stream(KDL_EXT_DEV, 0, consumer.native_handle) == 0, \
+                        table.get_last_error()
+            with consumer:
+                copy = x.clone()
+            seen[wait] = float(copy.cpu().min())
+            producer.synchronize()
+            with producer:
+                x.zero_()
+            producer.synchronize()
+    finally:
+        torch.simdev.set_op_delay_us(0)
+    assert seen[True] == 3.0 and seen[False] != 3.0
+
+
+@skip_without_simdev
+def test_wait_current_stream_failures_are_codes_and_messages():
+    table = runtime_table()
+    assert table.wait_current_stream(KDL_EXT_DEV, 0, 0xDEADBEEF) == -1
+    assert b"0xdeadbeef is not a stream of simdev:0" in table.get_last_error()
+    assert table.wait_current_stream(KDL_CPU, 0, None) == 0
+    assert table.wait_current_stream(KDL_CPU, 0, 0x10) == -1
+    assert b"no streams" in table.get_last_error()

@@ -93,6 +93,25 @@ PYBIND11_MODULE(_C, m) {
         py::arg("device") = -1);
   m.def("_current_stream_handle", &current_stream_handle, py::arg("device") = -1);
   m.def("_default_stream_is_null_stream", &default_stream_is_null_stream);
+  // devbridge's stream hooks (devbridge/c_runtime_api.h), for devbridge.register_*.
+  m.def("current_stream_query", [] {
+    return py::capsule(reinterpret_cast<void*>(&current_stream_query), "devbridge_current_stream");
+  });
+  m.def("external_stream_hook", [] {
+    return py::capsule(reinterpret_cast<void*>(&external_stream_hook), "devbridge_external_stream");
+  });
+  // The StreamId under which cudadev knows a CUDA stream of `device` (its own or
+  // an external one), for torch.Stream(stream_id=...).
+  m.def(
+      "_stream_id_of",
+      [](int device, uintptr_t handle) {
+        int64_t id = 0;
+        TORCH_CHECK(external_stream_hook(device, reinterpret_cast<void*>(handle), &id) == 0,
+                    "cudadev: ", reinterpret_cast<void*>(handle), " is not a CUDA stream of cudadev:",
+                    device);
+        return id;
+      },
+      py::arg("device"), py::arg("handle"));
   // torch.Stream(stream_id=..., device_index=..., device_type=...) takes the
   // c10::DeviceType value.
   m.def("_privateuse1_device_type",

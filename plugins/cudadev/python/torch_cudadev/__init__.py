@@ -74,6 +74,12 @@ def _install_devbridge() -> None:
     install = getattr(devbridge, "install", None)
     if install is not None:
         install()
+    # The fast current-stream query (one thread-local read instead of the
+    # guard's getStream + getStreamNativeHandle) and the external-stream hook
+    # (__dlpack__(stream=<any CUDA stream of the GPU>)): docs/plugin-authors.md.
+    if hasattr(devbridge, "register_current_stream_query"):
+        devbridge.register_current_stream_query(_C.current_stream_query(), _BACKEND_NAME)
+        devbridge.register_external_stream_hook(_C.external_stream_hook(), _BACKEND_NAME)
     # Triton: cudadev runs on NVIDIA GPUs, so NVIDIA's Triton compiler builds
     # its kernels and devbridge launches the cubins through libcuda.
     try:

@@ -192,3 +192,26 @@ def test_accelerator_synchronize_waits_for_side_streams():
         torch.accelerator.synchronize("simdev:0")
         assert side.query(), "torch.accelerator.synchronize() returned with the side stream busy"
     assert torch.equal(work.cpu(), torch.full((1024,), 3.0))
+
+
+def test_streams_created_outside_torch_are_torch_streams():
+    import ctypes
+
+    runtime = ctypes.CDLL(torch_simdev.runtime_library_path())
+    handle = ctypes.c_void_p()
+    assert runtime.sdStreamCreate(1, ctypes.byref(handle)) == 0
+    stream = torch.simdev.external_stream(handle.value, 1)
+    assert stream.native_handle == handle.value and stream.device_index == 1
+    with stream:
+        assert torch.simdev._current_stream_handle(1) == handle.value
+        y = torch.full((4,), 3.0, device="simdev:1") * 2  # queued on the external stream
+    stream.synchronize()
+    assert y.cpu().tolist() == [6.0] * 4
+    # A stream torch already knows keeps its own id.
+    pool = torch.Stream(device="simdev:1")
+    assert torch.simdev.external_stream(pool.native_handle, 1) == pool
+    with pytest.raises(RuntimeError, match="is not a live stream of simdev:0"):
+        torch.simdev.external_stream(handle.value, 0)  # another device's stream
+    assert runtime.sdStreamDestroy(handle) == 0
+    with pytest.raises(RuntimeError, match="not a live stream of simdev:1"):
+        stream.native_handle  # destroyed: refused, never a dangling handle
