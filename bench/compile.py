@@ -63,6 +63,23 @@ def steady_state_ms(step, device: str, iterations: int, repeats: int) -> tuple[f
     return statistics.median(samples), samples
 
 
+def device_ms(step, device: str, iterations: int = 5) -> float | None:
+    """GPU kernel time of one iteration (torch.profiler's CUDA activity sees
+    the kernels of both devices): apart from host-side overhead."""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+    except ImportError:
+        return None
+    step()
+    synchronize(device)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(iterations):
+            step()
+        synchronize(device)
+    total_us = sum(getattr(e, "self_device_time_total", 0.0) for e in prof.key_averages())
+    return total_us / 1e3 / iterations
+
+
 def models():
     """(name, launch-bound?, maker(device) -> step function)."""
 
@@ -98,14 +115,14 @@ def models():
         step = torch.compile(cases.train_step)
         return lambda: step(model, optimizer, x, target)
 
-    global block_train_maker
-    block_train_maker = block_train
+    global block_train_maker, block_forward_maker
+    block_train_maker, block_forward_maker = block_train, block_forward
     return [("pointwise chain, 4096 elements", True, pointwise), ("MLP 32-64-32, batch 64", True, mlp_small),
             ("GPT block 768/12 heads, 8x512 tokens, forward (inference)", False, block_forward),
             ("GPT block 768/12 heads, 8x512 tokens, train step (fwd+bwd+AdamW)", False, block_train)]
 
 
-block_train_maker = None
+block_train_maker = block_forward_maker = None
 _weight_cache: dict = {}
 
 
@@ -155,10 +172,22 @@ def run(iterations: int, repeats: int) -> tuple[list[dict], dict]:
         devices = ("cudadev",) if make is block_train_maker else ("cuda", "cudadev")
         for device in devices:
             torch._dynamo.reset()
-            value, samples = steady_state_ms(make(device), device, iterations, repeats)
+            step = make(device)
+            value, samples = steady_state_ms(step, device, iterations, repeats)
             times[device] = value
             rows.append(row(f"{name}: torch.compile on {device}", value, "ms/iter", group="steady state",
                             device=device, launch_bound=launch_bound, samples=samples))
+            if not launch_bound:
+                rows.append(row(f"{name}: GPU kernel time on {device} (profiler)", device_ms(step, device),
+                                "ms/iter", group="device time", device=device))
+        if make is block_forward_maker:
+            # The same model in eager mode on both devices: what the plugin's own
+            # operators (cudadev's aliases of torch's CUDA kernels) cost by themselves.
+            for device in ("cuda", "cudadev"):
+                model = cases.Block(768, 12).to(device)
+                x = cases._randn(8, 512, 768).to(device)
+                value, _ = steady_state_ms(lambda: model(x), device, iterations, repeats)
+                rows.append(row(f"{name}: eager on {device}", value, "ms/iter", group="eager", device=device))
         if "cuda" not in times:
             continue  # no peer in this process
         ratio = times["cudadev"] / times["cuda"]
