@@ -63,6 +63,23 @@ def steady_state_ms(step, device: str, iterations: int, repeats: int) -> tuple[f
     return statistics.median(samples), samples
 
 
+def device_ms(step, device: str, iterations: int = 5) -> float | None:
+    """GPU kernel time of one iteration (torch.profiler's CUDA activity sees
+    the kernels of both devices): apart from host-side overhead."""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+    except ImportError:
+        return None
+    step()
+    synchronize(device)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(iterations):
+            step()
+        synchronize(device)
+    total_us = sum(getattr(e, "self_device_time_total", 0.0) for e in prof.key_averages())
+    return total_us / 1e3 / iterations
+
+
 def models():
     """(name, launch-bound?, maker(device) -> step function)."""
 
@@ -72,6 +89,7 @@ def models():
         return lambda: fn(x, y)
 
     def mlp_small(device):
+        torch.set_grad_enabled(False)  # inference: see block_train
         model = cases.MLP().to(device)
         model.load_state_dict({k: v.to(device) for k, v in _weights(cases.MLP).items()})
         x = cases._randn(64, 32).to(device)
@@ -79,6 +97,7 @@ def models():
         return lambda: fn(x)
 
     def block_forward(device):
+        torch.set_grad_enabled(False)  # inference: see block_train
         model = cases.Block(768, 12).to(device)
         model.load_state_dict({k: v.to(device) for k, v in _weights(lambda: cases.Block(768, 12)).items()})
         x = cases._randn(8, 512, 768).to(device)
@@ -86,6 +105,9 @@ def models():
         return lambda: fn(x)
 
     def block_train(device):
+        # torch 2.11's autograd engine cannot run torch.cuda backward in a process
+        # with a PrivateUse1 backend (test_cudadev_ops.py's xfail): cudadev only.
+        torch.set_grad_enabled(True)
         model = cases.Block(768, 12).to(device)
         model.load_state_dict({k: v.to(device) for k, v in _weights(lambda: cases.Block(768, 12)).items()})
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -93,11 +115,14 @@ def models():
         step = torch.compile(cases.train_step)
         return lambda: step(model, optimizer, x, target)
 
+    global block_train_maker, block_forward_maker
+    block_train_maker, block_forward_maker = block_train, block_forward
     return [("pointwise chain, 4096 elements", True, pointwise), ("MLP 32-64-32, batch 64", True, mlp_small),
-            ("GPT block 768/12 heads, 8x512 tokens, forward", False, block_forward),
+            ("GPT block 768/12 heads, 8x512 tokens, forward (inference)", False, block_forward),
             ("GPT block 768/12 heads, 8x512 tokens, train step (fwd+bwd+AdamW)", False, block_train)]
 
 
+block_train_maker = block_forward_maker = None
 _weight_cache: dict = {}
 
 
@@ -114,7 +139,7 @@ def compile_times(device: str) -> tuple[float, float]:
     results = []
     for _ in range(2):
         torch._dynamo.reset()
-        model = cases.Block(768, 12).to(device)
+        model = cases.Block(768, 12).to(device).requires_grad_(False)
         x = cases._randn(8, 512, 768).to(device)
         began = time.perf_counter()
         torch.compile(model)(x)
@@ -144,12 +169,27 @@ def run(iterations: int, repeats: int) -> tuple[list[dict], dict]:
                         device=device))
     for name, launch_bound, make in models():
         times = {}
-        for device in ("cuda", "cudadev"):
+        devices = ("cudadev",) if make is block_train_maker else ("cuda", "cudadev")
+        for device in devices:
             torch._dynamo.reset()
-            value, samples = steady_state_ms(make(device), device, iterations, repeats)
+            step = make(device)
+            value, samples = steady_state_ms(step, device, iterations, repeats)
             times[device] = value
             rows.append(row(f"{name}: torch.compile on {device}", value, "ms/iter", group="steady state",
                             device=device, launch_bound=launch_bound, samples=samples))
+            if not launch_bound:
+                rows.append(row(f"{name}: GPU kernel time on {device} (profiler)", device_ms(step, device),
+                                "ms/iter", group="device time", device=device))
+        if make is block_forward_maker:
+            # The same model in eager mode on both devices: what the plugin's own
+            # operators (cudadev's aliases of torch's CUDA kernels) cost by themselves.
+            for device in ("cuda", "cudadev"):
+                model = cases.Block(768, 12).to(device)
+                x = cases._randn(8, 512, 768).to(device)
+                value, _ = steady_state_ms(lambda: model(x), device, iterations, repeats)
+                rows.append(row(f"{name}: eager on {device}", value, "ms/iter", group="eager", device=device))
+        if "cuda" not in times:
+            continue  # no peer in this process
         ratio = times["cudadev"] / times["cuda"]
         if launch_bound:
             rows.append(row(f"{name}: ratio cudadev/cuda (launch-bound, reported apart)", ratio, "ratio",
@@ -196,8 +236,8 @@ def plot(rows: list[dict], meta: dict, path: pathlib.Path) -> str | None:
     figure, axis = plt.subplots(figsize=(10, 4.5))
     width = 0.38
     for offset, device in ((-width / 2, "cuda"), (width / 2, "cudadev")):
-        values = [next(r["value"] for r in steady if r["device"] == device and r["name"].startswith(n))
-                  for n in names]
+        values = [next((r["value"] for r in steady if r["device"] == device and r["name"].startswith(n)), 0.0)
+                  for n in names]  # 0: no peer measured (the train step on cuda)
         axis.barh([i + offset for i in range(len(names))], values, height=width, label=f"torch.compile on {device}")
     axis.set_yticks(range(len(names)), [n.replace(", ", "\n", 1) for n in names], fontsize=8)
     axis.set_xscale("log")

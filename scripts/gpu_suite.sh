@@ -6,9 +6,10 @@
 #
 #   OUT=/dir/for/logs [GPU_SUITE_PART=tests|bench] scripts/gpu_suite.sh
 #
-# GPU_SUITE_PART splits the run in two calls when it no longer fits one
-# (each builds first): "tests" (checks and test suites) or "bench" (the
-# benchmarks); unset, both.
+# GPU_SUITE_PART splits the run in calls when it no longer fits one (each
+# builds first): a comma list of "tests" (checks and test suites), "bench"
+# (the benchmarks), "compile" (only the cudadev torch.compile tests and
+# benchmark, and the cudadev DLPack rows); unset, tests and bench.
 #
 # Every step writes its own log under $OUT and records its exit status in
 # $OUT/summary.txt; a failing step does not stop the later ones. The script
@@ -62,7 +63,7 @@ fi
 export TORCH_DEVICE_BACKEND_AUTOLOAD=0
 
 PART=${GPU_SUITE_PART:-all}
-want() { [[ $PART == all || $PART == "$1" ]]; }
+want() { [[ $PART == all || ,$PART, == *,$1,* ]]; }
 
 SUMMARY=$OUT/summary.txt
 : > "$SUMMARY"
@@ -175,7 +176,7 @@ want tests && step check_cudadev 120 bash -c '"$0" -m devbridge check --device c
 # through cudadev's current-stream query and through the generic c10 path,
 # against PyTorch's table answering kDLCUDA for a torch.cuda stream, one
 # process (issue #12's targets: <= 1.0x and <= 1.5x).
-want bench && step bench_dlpack_cudadev 120 "$PY" "$ROOT/bench/dlpack_exchange.py" --plugin torch_cudadev \
+{ want bench || want compile; } && step bench_dlpack_cudadev 120 "$PY" "$ROOT/bench/dlpack_exchange.py" --plugin torch_cudadev \
   --device cudadev:0 --machine "${GPU_SUITE_MACHINE:-h200}_cudadev" --repeats 11 --results-dir "$OUT"
 
 # One xdist worker: a crash in one test is reported as that test's failure
@@ -192,7 +193,9 @@ want tests && step pytest_gpu 240 --no-tests-ok env DEVBRIDGE_TEST_PLUGIN=torch_
   "${PYTEST[@]}" "$ROOT/tests/python" -m gpu --junitxml="$OUT/junit_gpu.xml"
 
 # torch.compile on cudadev vs on cuda, same process (bench/compile.py).
-want bench && step bench_compile 300 "$PY" "$ROOT/bench/compile.py" \
+{ want compile && ! want tests; } && step pytest_cudadev_inductor 200 "${PYTEST[@]}" \
+  "$ROOT/plugins/cudadev/tests/python/test_cudadev_inductor.py" --junitxml="$OUT/junit_cudadev_inductor.xml"
+{ want bench || want compile; } && step bench_compile 300 "$PY" "$ROOT/bench/compile.py" \
   --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT"
 
 echo "==> summary ($(($(date +%s) - START))s, logs in $OUT)"

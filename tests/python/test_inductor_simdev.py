@@ -280,6 +280,12 @@ WORKER_SCRIPT = textwrap.dedent("""
     x, y = torch.randn(16, 40), torch.randn(16, 40)
     out = torch.compile(f, fullgraph=True)(x.to("simdev"), y.to("simdev"))
     torch.testing.assert_close(out.cpu(), f(x, y), atol=1e-5, rtol=1e-5)
+    # A split scan (its own kernel class) also carries the worker prelude.
+    from torch._inductor.utils import run_and_get_code
+    z = torch.randn(65536)
+    scanned, code = run_and_get_code(torch.compile(lambda t: torch.cumsum(t, 0)), z.to("simdev"))
+    assert any("split_scan" in text for text in code)
+    torch.testing.assert_close(scanned.cpu(), torch.cumsum(z, 0), atol=1e-2, rtol=1e-3)
     import devbridge.inductor
     assert devbridge.inductor.registered() == "simdev"
     # Kernels compiled in this process are remembered by the interpreter target.
@@ -317,6 +323,7 @@ def test_autoload_registers_at_the_first_compile_without_any_call(tmp_path):
     script.write_text(textwrap.dedent("""
         import torch, devbridge.inductor
         assert devbridge.inductor.registered() is None  # nothing of Inductor's imported yet
+        torch._dynamo.reset()  # clears Dynamo's callbacks; the registration is still armed
         out = torch.compile(lambda x: x.cos() + 1)(torch.zeros(4, device="simdev"))
         assert out.cpu().tolist() == [2.0] * 4
         assert devbridge.inductor.registered() == "simdev"

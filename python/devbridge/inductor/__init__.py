@@ -89,8 +89,10 @@ def register(device: str | None = None) -> str:
         _torch_api.register_device_interface(name, interface)
         patched.append(f"torch._dynamo.device_interface: register_interface_for_device({name!r}, {interface.__name__})")
 
+        scheduling, wrapper = codegen.install(name, _plugin_entry_point(name))
+        patched.append("torch._inductor.codegen.triton.TritonKernel.gen_common_triton_imports: wrapped (the "
+                       f"worker prelude in {name!r} kernel modules)")
         if _torch_api.registered_scheduling(name) is None:
-            scheduling, wrapper = codegen.make_scheduling(name, _plugin_entry_point(name))
             _torch_api.register_codegen(name, scheduling, wrapper)
             patched.append(f"torch._inductor.codegen.common: register_backend_for_device({name!r}, "
                            f"{scheduling.__name__}, {wrapper.__name__})")

@@ -9,7 +9,7 @@ recipe these functions follow). Each function names what it touches:
 
   Dynamo   torch._dynamo.device_interface: DeviceInterface (the base class),
            register_interface_for_device, get_interface_for_device;
-           torch._dynamo.callback.callback_handler.register_start_callback
+           type(torch._dynamo.callback.callback_handler).run_start_callbacks
   codegen  torch._inductor.codegen.common: register_backend_for_device,
            get_scheduling_for_device, register_device_op_overrides,
            DeviceOpOverrides; codegen.triton: TritonScheduling, TritonKernel
@@ -64,21 +64,34 @@ def device_op_overrides_base():
 
 
 def triton_scheduling_classes():
-    """(TritonScheduling, TritonKernel, PythonWrapperCodegen)."""
-    from torch._inductor.codegen.triton import TritonKernel, TritonScheduling
+    """(TritonScheduling, PythonWrapperCodegen)."""
+    from torch._inductor.codegen.triton import TritonScheduling
     from torch._inductor.codegen.wrapper import PythonWrapperCodegen
 
-    return TritonScheduling, TritonKernel, PythonWrapperCodegen
+    return TritonScheduling, PythonWrapperCodegen
 
 
 # ------------------------------------------------------------------ registration
 
 def on_compile_start(callback) -> None:
     """Run callback() when Dynamo starts compiling a frame (before tracing:
-    Dynamo caches its device handlers while tracing the first frame)."""
+    Dynamo caches its device handlers while tracing the first frame).
+    Wrapped at the class of torch._dynamo.callback.callback_handler
+    (run_start_callbacks): torch._dynamo.reset() clears the registered
+    callbacks, not the class."""
     from torch._dynamo.callback import callback_handler
 
-    callback_handler.register_start_callback(lambda *args: callback())
+    handler_class = type(callback_handler)
+    original = handler_class.run_start_callbacks
+    if getattr(original, "_devbridge_callback", None) is callback:
+        return
+
+    def run_start_callbacks(self, *args, **kwargs):
+        callback()
+        return original(self, *args, **kwargs)
+
+    run_start_callbacks._devbridge_callback = callback
+    handler_class.run_start_callbacks = run_start_callbacks
 
 
 def register_device_interface(device: str, interface) -> None:
@@ -193,8 +206,32 @@ def accept_triton(device: str) -> None:
     triton_utils.has_triton = has_triton
 
 
-def common_triton_imports(kernel_class) -> str:
-    return kernel_class.gen_common_triton_imports()
+def add_kernel_prelude(device: str, prelude: str) -> None:
+    """Every Triton kernel module Inductor writes for `device` starts with
+    `prelude`: TritonKernel.gen_common_triton_imports (a classmethod every
+    kernel kind uses: pointwise, reductions, split scans, combo kernels,
+    templates, user @triton.jit kernels) gains it when the graph being
+    generated is on the device (torch._inductor.virtualized.V.graph)."""
+    from torch._inductor.codegen.triton import TritonKernel
+    from torch._inductor.virtualized import V
+
+    original = TritonKernel.__dict__["gen_common_triton_imports"]
+    if getattr(original, "_devbridge_device", None) == device:
+        return
+    imports = original.__func__
+
+    def gen_common_triton_imports(cls) -> str:
+        text = imports(cls)
+        try:
+            on_device = V.graph.get_current_device_or_throw().type == device
+        except Exception:  # no graph being generated (or no device yet): not ours
+            on_device = False
+        return text + prelude if on_device else text
+
+    wrapped = classmethod(gen_common_triton_imports)
+    gen_common_triton_imports._devbridge_device = device
+    wrapped._devbridge_device = device
+    TritonKernel.gen_common_triton_imports = wrapped
 
 
 # ------------------------------------------------------------------ the active Triton driver

@@ -46,20 +46,13 @@ def make_op_overrides(device: str):
     return PluginDeviceOpOverrides()
 
 
-def make_scheduling(device: str, plugin_entry_point: str | None):
-    """(TritonScheduling subclass, wrapper codegen class) for the device."""
-    scheduling_base, kernel_base, wrapper = _torch_api.triton_scheduling_classes()
-    prelude = (f"from devbridge.inductor import worker as devbridge_worker\n"
-               f"devbridge_worker.prepare({device!r}, {plugin_entry_point!r})\n")
+def kernel_prelude(device: str, plugin_entry_point: str | None) -> str:
+    return (f"from devbridge.inductor import worker as devbridge_worker\n"
+            f"devbridge_worker.prepare({device!r}, {plugin_entry_point!r})\n")
 
-    class PluginTritonKernel(kernel_base):
-        @classmethod
-        def gen_common_triton_imports(cls) -> str:
-            return _torch_api.common_triton_imports(kernel_base) + prelude
 
-    class PluginTritonScheduling(scheduling_base):
-        kernel_type = PluginTritonKernel
-
-    PluginTritonKernel.__name__ = PluginTritonKernel.__qualname__ = f"DevbridgeTritonKernel_{device}"
-    PluginTritonScheduling.__name__ = PluginTritonScheduling.__qualname__ = f"DevbridgeTritonScheduling_{device}"
-    return PluginTritonScheduling, wrapper
+def install(device: str, plugin_entry_point: str | None):
+    """Every kernel module for the device starts with the worker prelude;
+    returns (scheduling, wrapper codegen) to register: Inductor's own."""
+    _torch_api.add_kernel_prelude(device, kernel_prelude(device, plugin_entry_point))
+    return _torch_api.triton_scheduling_classes()
