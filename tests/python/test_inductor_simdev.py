@@ -56,14 +56,6 @@ def fresh_dynamo():
     torch.simdev.set_op_delay_us(0)
 
 
-@contextlib.contextmanager
-def op_delay(microseconds):
-    torch.simdev.set_op_delay_us(microseconds)
-    try:
-        yield
-    finally:
-        torch.simdev.set_op_delay_us(0)
-
 
 def compile_and_compare(case, **compile_options):
     inputs = case.inputs()
@@ -162,7 +154,7 @@ def test_compiled_kernels_run_on_the_callers_stream_in_order():
     with stream:
         x = torch.zeros(n, device=DEVICE)
         torch.accelerator.synchronize()
-        with op_delay(30_000):
+        with torch.simdev.op_delay(30_000):
             x.fill_(5.0)              # earlier work
             out = compiled(x)         # 11
             out.add_(1.0)             # later work: 12
@@ -185,7 +177,7 @@ def test_two_host_threads_on_their_own_streams():
             torch.accelerator.set_device_index(device)
             stream = torch.Stream(device=f"{DEVICE}:{device}")
             with stream:
-                with op_delay(5_000) if index == 0 else contextlib.nullcontext():
+                with torch.simdev.op_delay(5_000) if index == 0 else contextlib.nullcontext():
                     for _ in range(3):
                         out = compiled(x.to(f"{DEVICE}:{device}"), y.to(f"{DEVICE}:{device}"))
                 results[index] = out.cpu()

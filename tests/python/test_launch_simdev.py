@@ -10,7 +10,6 @@ data instead of by luck.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import math
 import struct
@@ -39,14 +38,6 @@ pytestmark = skip_without_simdev
 ADD_SIGNATURE = {"x": "*fp32", "y": "*fp32", "out": "*fp32", "n": "i32", "alpha": "fp32", "BLOCK": "constexpr"}
 SCRATCH_SIGNATURE = {"out": "*i64", "tag": "i64", "wait_ms": "i32"}
 
-
-@contextlib.contextmanager
-def op_delay(microseconds: int):
-    torch.simdev.set_op_delay_us(microseconds)
-    try:
-        yield
-    finally:
-        torch.simdev.set_op_delay_us(0)
 
 
 def add_launcher():
@@ -177,7 +168,7 @@ def test_the_launch_returns_before_the_kernel_ran_and_is_ordered_on_its_stream()
     b = simdev(torch.zeros(1, dtype=torch.int64))
     c = simdev(torch.zeros(1, dtype=torch.int64))
     sync()
-    with op_delay(200_000):
+    with torch.simdev.op_delay(200_000):
         run(launcher, (1,), kernel, a, b, 0, stream=side.native_handle)
         assert not side.query(), "the launch waited for the kernel"
         run(launcher, (1,), kernel, b, c, 0, stream=side.native_handle)
@@ -196,7 +187,7 @@ def test_a_consumer_on_another_stream_needs_an_event():
     ordered_out = simdev(torch.zeros(1, dtype=torch.int64))
     b = simdev(torch.tensor([100], dtype=torch.int64))
     sync()
-    with op_delay(50_000):
+    with torch.simdev.op_delay(50_000):
         run(launcher, (1,), kernel, a, b, 200, stream=producer.native_handle)  # b = 2, late
         run(launcher, (1,), kernel, b, stale_out, 0, stream=consumer.native_handle)  # reads b = 100
         event = torch.Event()
@@ -258,7 +249,7 @@ def test_scratch_reused_on_the_same_stream_is_not_clobbered_before_the_kernel_re
     first = simdev(torch.zeros(3, dtype=torch.int64))
     second = simdev(torch.zeros(3, dtype=torch.int64))
     sync()
-    with op_delay(30_000):
+    with torch.simdev.op_delay(30_000):
         run(launcher, (1,), kernel, first, 111, 100)   # writes 111, waits 100 ms, reads back
         run(launcher, (1,), kernel, second, 222, 0)
     sync()
@@ -274,7 +265,7 @@ def test_scratch_of_a_launch_is_not_handed_to_another_stream_while_in_use():
     second = simdev(torch.zeros(3, dtype=torch.int64))
     other = torch.Stream(device="simdev:0")
     sync()
-    with op_delay(30_000):
+    with torch.simdev.op_delay(30_000):
         run(launcher, (1,), kernel, first, 111, 150)
         with other:
             run(launcher, (1,), kernel, second, 222, 0, stream=other.native_handle)
@@ -560,7 +551,7 @@ def test_an_unloaded_kernel_is_refused_and_a_queued_launch_still_runs():
     x = simdev(torch.ones(16))
     out = simdev(torch.zeros(16))
     sync()
-    with op_delay(50_000):
+    with torch.simdev.op_delay(50_000):
         run(add_launcher(), (1,), kernel, x, x, out, 16, 1.0, 128)
         launch.unload(kernel.function)
     sync()

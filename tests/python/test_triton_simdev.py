@@ -10,7 +10,6 @@ interpreter on CPU tensors (what TRITON_INTERPRET=1 does), and with torch.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pathlib
 import subprocess
@@ -38,14 +37,6 @@ def devbridge_driver():
         yield
     torch.simdev.set_op_delay_us(0)
 
-
-@contextlib.contextmanager
-def op_delay(microseconds):
-    torch.simdev.set_op_delay_us(microseconds)
-    try:
-        yield
-    finally:
-        torch.simdev.set_op_delay_us(0)
 
 
 def same_bits(a, b):
@@ -149,7 +140,7 @@ def test_the_kernel_runs_after_earlier_work_and_before_later_work_on_its_stream(
         out = torch.zeros(n, device="simdev")
         kernels.copy_kernel[(1,)](x, out, n, BLOCK=64)  # compiled and loaded
         torch.accelerator.synchronize()
-        with op_delay(30_000):
+        with torch.simdev.op_delay(30_000):
             x.fill_(5.0)                                   # earlier work
             kernels.copy_kernel[(1,)](x, out, n, BLOCK=64)
             out.add_(1.0)                                  # later work
@@ -170,7 +161,7 @@ def test_a_consumer_on_another_stream_reads_stale_data_without_an_event():
     torch.accelerator.synchronize()
     out.zero_()
     torch.accelerator.synchronize()
-    with op_delay(30_000):
+    with torch.simdev.op_delay(30_000):
         with producer:
             for _ in range(3):  # the producer's kernel starts three delays after the consumer's
                 x.mul_(1.0)
