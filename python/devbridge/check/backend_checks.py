@@ -94,8 +94,7 @@ def _current_device(backend: Backend, result: CheckResult) -> None:
 def _per_thread_device(backend: Backend, result: CheckResult) -> None:
     count = torch.accelerator.device_count()
     if count < 2:
-        result.skipped = True
-        result.detail = "needs two devices"
+        result.skip("needs two devices")
         return
     saved = torch.accelerator.current_device_index()
     torch.accelerator.set_device_index(0)

@@ -26,11 +26,6 @@ _STREAM_FIX = ("Inductor launches on devbridge's get_raw_stream(), the native ha
                "torch.Stream runs on")
 
 
-def _skip(result: CheckResult, why: str) -> None:
-    result.skipped = True
-    result.detail = why
-
-
 def _function(x):
     return torch.softmax(x * 2 + 1, -1)
 
@@ -65,14 +60,14 @@ def _torch_compile(backend: Backend, result: CheckResult) -> None:
     try:
         import triton  # noqa: F401
     except ImportError:
-        _skip(result, "Triton is not installed, and Inductor generates Triton for the plugin device "
+        result.skip("Triton is not installed, and Inductor generates Triton for the plugin device "
                       "(torch 2.13 pairs with triton==3.7.1, torch 2.11 with 3.6.0)")
         return
     import devbridge.triton
 
     hardware = devbridge.triton.declared(backend.name)
     if hardware is None:
-        _skip(result, f"'{backend.name}' declares no Triton hardware, so torch.compile has no Triton compiler "
+        result.skip(f"'{backend.name}' declares no Triton hardware, so torch.compile has no Triton compiler "
                       "for it; to enable: " + _DECLARE_FIX.format(name=backend.name))
         return
     import devbridge.inductor

@@ -21,6 +21,11 @@ class CheckResult:
     costs_ns: dict[str, float] = field(default_factory=dict)
     skipped: bool = False
 
+    def skip(self, why: str) -> None:
+        """Mark the check skipped (it could not apply here), saying why."""
+        self.skipped = True
+        self.detail = why
+
     @property
     def status(self) -> str:
         if self.skipped:

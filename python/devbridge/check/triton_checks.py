@@ -20,23 +20,18 @@ _DECLARE_FIX = ("declare the hardware from the plugin's autoload hook: "
                 "(docs/plugin-authors.md, 'Triton')")
 
 
-def _skip(result: CheckResult, why: str) -> None:
-    result.skipped = True
-    result.detail = why
-
-
 @check("triton.kernel", "Triton kernel on the current stream")
 def _triton_kernel(backend: Backend, result: CheckResult) -> None:
     try:
         import triton  # noqa: F401
     except ImportError:
-        _skip(result, "Triton is not installed (torch 2.13 pairs with triton==3.7.1, torch 2.11 with 3.6.0)")
+        result.skip("Triton is not installed (torch 2.13 pairs with triton==3.7.1, torch 2.11 with 3.6.0)")
         return
     import devbridge.triton
 
     hardware = devbridge.triton.declared(backend.name)
     if hardware is None:
-        _skip(result, f"'{backend.name}' declares no Triton hardware, so no compiler serves it; to enable: "
+        result.skip(f"'{backend.name}' declares no Triton hardware, so no compiler serves it; to enable: "
                       + _DECLARE_FIX.format(name=backend.name))
         return
     from . import _triton_kernel
