@@ -203,6 +203,22 @@ uint64_t CoreCount(const LoadedKernel& kernel, uint32_t flags) {
 
 void Store64(void* slot, uint64_t value) { std::memcpy(slot, &value, sizeof(value)); }
 
+// The launch configuration as the request and the signature's metadata give
+// it (Triton's layout); the Ascend launch changes its grid and layout.
+DevbridgeLaunchConfig ConfigOf(const LaunchRequest& request, const DevbridgeLaunchMetadata& metadata) {
+  DevbridgeLaunchConfig config{};
+  std::memcpy(config.grid, request.grid, sizeof(config.grid));
+  config.num_warps = request.num_warps;
+  config.num_ctas = request.num_ctas;
+  config.shared_bytes = request.shared_bytes;
+  config.flags = metadata.flags;
+  config.stream = request.stream;
+  config.params = request.params;
+  config.param_sizes = request.param_sizes;
+  config.num_params = request.num_params;
+  return config;
+}
+
 // The Ascend layout: [ffts] [lock, workspace] args gridX gridY gridZ, packed
 // into one block, launched 1-D.
 void LaunchAscend(const DevbridgeRuntimeAPI& framework, const DevbridgeKernelSignature& signature,
@@ -267,18 +283,11 @@ void LaunchAscend(const DevbridgeRuntimeAPI& framework, const DevbridgeKernelSig
   }
   PackAscendBlock(request.params, request.param_sizes, request.num_params, block);
 
-  DevbridgeLaunchConfig config{};
+  DevbridgeLaunchConfig config = ConfigOf(request, metadata);
   config.grid[0] = blocks;
   config.grid[1] = 1;
   config.grid[2] = 1;
-  config.num_warps = request.num_warps;
   config.num_ctas = 1;
-  config.shared_bytes = request.shared_bytes;
-  config.flags = metadata.flags;
-  config.stream = request.stream;
-  config.params = request.params;
-  config.param_sizes = request.param_sizes;
-  config.num_params = request.num_params;
   config.layout = kDevbridgeLayoutAscend;
   config.arg_block = block;
   config.arg_block_size = block_size;
@@ -330,17 +339,7 @@ void Launch(const DevbridgeRuntimeAPI& framework, const DevbridgeKernelSignature
   std::memcpy(request.params[request.num_params - 2], &global, sizeof(void*));
   std::memcpy(request.params[request.num_params - 1], &profile, sizeof(void*));
 
-  DevbridgeLaunchConfig config{};
-  std::memcpy(config.grid, request.grid, sizeof(config.grid));
-  config.num_warps = request.num_warps;
-  config.num_ctas = request.num_ctas;
-  config.shared_bytes = request.shared_bytes;
-  config.flags = metadata.flags;
-  config.stream = request.stream;
-  config.params = request.params;
-  config.param_sizes = request.param_sizes;
-  config.num_params = request.num_params;
-  Dispatch(framework, request, config, scratch, nullptr);
+  Dispatch(framework, request, ConfigOf(request, metadata), scratch, nullptr);
 }
 
 }  // namespace launch

@@ -467,27 +467,6 @@ void PackNode(const ArgNode& node, PyObject* value, int position, const std::str
 
 }  // namespace
 
-size_t ArgTypeSize(DevbridgeArgType type) noexcept {
-  switch (type) {
-    case kDevbridgeArgI1:
-    case kDevbridgeArgI8:
-    case kDevbridgeArgU1:
-    case kDevbridgeArgU8: return 1;
-    case kDevbridgeArgI16:
-    case kDevbridgeArgU16:
-    case kDevbridgeArgFP16:
-    case kDevbridgeArgBF16: return 2;
-    case kDevbridgeArgI32:
-    case kDevbridgeArgU32:
-    case kDevbridgeArgFP32: return 4;
-    case kDevbridgeArgPointer:
-    case kDevbridgeArgI64:
-    case kDevbridgeArgU64:
-    case kDevbridgeArgFP64: return 8;
-  }
-  return 8;
-}
-
 const char* ArgTypeName(DevbridgeArgType type) noexcept {
   switch (type) {
     case kDevbridgeArgPointer: return "pointer";

@@ -43,9 +43,7 @@ ArgNode ParseArgNode(PyObject* node);
 // Appends the parameter types `node` expands to.
 void FlattenArgNode(const ArgNode& node, std::vector<DevbridgeArgType>* out);
 
-// Size in bytes of a parameter of `type` in the Triton layout (param_layout.h
-// has every layout's), and its Triton name.
-size_t ArgTypeSize(DevbridgeArgType type) noexcept;
+// The Triton name of `type` (param_layout.h has each layout's parameter sizes).
 const char* ArgTypeName(DevbridgeArgType type) noexcept;
 bool IsArgType(long value) noexcept;
 
