@@ -16,8 +16,8 @@
 
 namespace devbridge {
 namespace detail {
-std::array<std::atomic<const StreamResolver*>, kNumDeviceTypes> g_stream_resolvers{};
-std::array<std::atomic<DevbridgeCurrentStreamFn>, kNumDeviceTypes> g_current_stream_queries{};
+PerDeviceType<const StreamResolver*> g_stream_resolvers{};
+PerDeviceType<DevbridgeCurrentStreamFn> g_current_stream_queries{};
 }  // namespace detail
 
 namespace {
@@ -32,8 +32,8 @@ size_t Slot(c10::DeviceType type) {
   return index;
 }
 
-std::array<std::atomic<DevbridgeSubmitFn>, kNumTypes> g_submit_hooks{};
-std::array<std::atomic<DevbridgeExternalStreamFn>, kNumTypes> g_external_stream_hooks{};
+detail::PerDeviceType<DevbridgeSubmitFn> g_submit_hooks{};
+detail::PerDeviceType<DevbridgeExternalStreamFn> g_external_stream_hooks{};
 
 std::mutex g_retired_mutex;
 std::vector<std::unique_ptr<StreamResolver>>& Retired() {
@@ -74,22 +74,16 @@ const StreamResolver* FindStreamResolver(c10::DeviceType type) noexcept {
 }
 
 void SetSubmitHook(c10::DeviceType type, DevbridgeSubmitFn hook) noexcept {
-  const auto index = static_cast<size_t>(type);
-  if (index < kNumTypes) g_submit_hooks[index].store(hook, std::memory_order_release);
+  detail::StoreFor(g_submit_hooks, type, hook);
 }
 
-DevbridgeSubmitFn GetSubmitHook(c10::DeviceType type) noexcept {
-  const auto index = static_cast<size_t>(type);
-  if (index >= kNumTypes) return nullptr;
-  return g_submit_hooks[index].load(std::memory_order_acquire);
-}
+DevbridgeSubmitFn GetSubmitHook(c10::DeviceType type) noexcept { return detail::LoadFor(g_submit_hooks, type); }
 
 // Plain function pointers (no state to retire): a reader that loaded the old
 // pointer may still call it, which is fine as long as the plugin's code stays
 // loaded, and plugins are never unloaded.
 void SetCurrentStreamQuery(c10::DeviceType type, DevbridgeCurrentStreamFn query) noexcept {
-  const auto index = static_cast<size_t>(type);
-  if (index < kNumTypes) detail::g_current_stream_queries[index].store(query, std::memory_order_release);
+  detail::StoreFor(detail::g_current_stream_queries, type, query);
 }
 
 DevbridgeCurrentStreamFn GetCurrentStreamQuery(c10::DeviceType type) noexcept {
@@ -97,14 +91,11 @@ DevbridgeCurrentStreamFn GetCurrentStreamQuery(c10::DeviceType type) noexcept {
 }
 
 void SetExternalStreamHook(c10::DeviceType type, DevbridgeExternalStreamFn hook) noexcept {
-  const auto index = static_cast<size_t>(type);
-  if (index < kNumTypes) g_external_stream_hooks[index].store(hook, std::memory_order_release);
+  detail::StoreFor(g_external_stream_hooks, type, hook);
 }
 
 DevbridgeExternalStreamFn GetExternalStreamHook(c10::DeviceType type) noexcept {
-  const auto index = static_cast<size_t>(type);
-  if (index >= kNumTypes) return nullptr;
-  return g_external_stream_hooks[index].load(std::memory_order_acquire);
+  return detail::LoadFor(g_external_stream_hooks, type);
 }
 
 }  // namespace devbridge
