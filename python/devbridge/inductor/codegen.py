@@ -36,8 +36,7 @@ def make_op_overrides(device: str):
         def current_stream(self) -> str:
             return "torch.accelerator.current_stream()"
 
-        def stream_handle(self, stream_name: str) -> str:
-            return f"{stream_name}.native_handle"
+        # stream_handle (torch 2.13): the base's `<stream>.native_handle` serves.
 
         def __repr__(self) -> str:
             return f"<devbridge device op overrides for '{device}'>"

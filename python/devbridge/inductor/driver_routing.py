@@ -31,6 +31,7 @@ from . import _torch_api
 
 _state = threading.local()  # depth: plugin-kernel driver calls in progress on this thread
 _device: str | None = None
+_interpreted = False  # the device's hardware is an interpreter target (simdev)
 _original_set_driver_to_gpu = None
 
 
@@ -38,8 +39,10 @@ def _inside() -> bool:
     return getattr(_state, "depth", 0) > 0
 
 
+@functools.cache
 def other_gpu_backend_active() -> bool:
-    """Whether a Triton GPU backend other than devbridge's is active here."""
+    """Whether a Triton GPU backend other than devbridge's is active here
+    (probed once: it is asked again at every kernel module's import)."""
     import triton.backends
 
     for name, backend in triton.backends.backends.items():
@@ -121,9 +124,6 @@ def _untimed(method):
 
     first_config_fastest._devbridge_original = method
     return first_config_fastest
-
-
-_interpreted = False
 
 
 def install(device: str, *, interpreted: bool) -> None:

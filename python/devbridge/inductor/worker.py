@@ -31,11 +31,8 @@ def prepare(device: str, plugin_entry_point: str | None) -> None:
 
 
 def _load_plugin(entry_point: str) -> None:
-    import importlib
+    import importlib.metadata
 
-    module_name, _, function = entry_point.partition(":")
-    hook = importlib.import_module(module_name)
-    for part in filter(None, function.split(".")):
-        hook = getattr(hook, part)
+    hook = importlib.metadata.EntryPoint(name="plugin", value=entry_point, group="torch.backends").load()
     if callable(hook):
         hook()
