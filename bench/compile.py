@@ -14,6 +14,7 @@ caches) and warm (Dynamo reset, the same caches).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -23,6 +24,7 @@ import statistics
 import sys
 import tempfile
 import time
+from typing import Callable
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -80,8 +82,16 @@ def device_ms(step, device: str, iterations: int = 5) -> float | None:
     return total_us / 1e3 / iterations
 
 
-def models():
-    """(name, launch-bound?, maker(device) -> step function)."""
+@dataclasses.dataclass(frozen=True)
+class Model:
+    name: str
+    launch_bound: bool
+    make: Callable[[str], Callable[[], object]]  # device -> one compiled step
+    devices: tuple = ("cuda", "cudadev")  # measured on; without cuda, no ratio
+    eager: Callable[[str], Callable[[], object]] | None = None  # device -> one eager step, also measured
+
+
+def models() -> list[Model]:
 
     def pointwise(device):
         x, y = cases.to((cases._randn(4096), cases._randn(4096, seed=1)), device)
@@ -115,14 +125,20 @@ def models():
         step = torch.compile(cases.train_step)
         return lambda: step(model, optimizer, x, target)
 
-    global block_train_maker, block_forward_maker
-    block_train_maker, block_forward_maker = block_train, block_forward
-    return [("pointwise chain, 4096 elements", True, pointwise), ("MLP 32-64-32, batch 64", True, mlp_small),
-            ("GPT block 768/12 heads, 8x512 tokens, forward (inference)", False, block_forward),
-            ("GPT block 768/12 heads, 8x512 tokens, train step (fwd+bwd+AdamW)", False, block_train)]
+    def block_forward_eager(device):
+        # What the plugin's own operators (cudadev's aliases of torch's CUDA
+        # kernels) cost by themselves, for comparison.
+        model = cases.Block(768, 12).to(device)
+        x = cases._randn(8, 512, 768).to(device)
+        return lambda: model(x)
 
+    return [Model("pointwise chain, 4096 elements", True, pointwise),
+            Model("MLP 32-64-32, batch 64", True, mlp_small),
+            Model("GPT block 768/12 heads, 8x512 tokens, forward (inference)", False, block_forward,
+                  eager=block_forward_eager),
+            Model("GPT block 768/12 heads, 8x512 tokens, train step (fwd+bwd+AdamW)", False, block_train,
+                  devices=("cudadev",))]
 
-block_train_maker = block_forward_maker = None
 _weight_cache: dict = {}
 
 
@@ -167,12 +183,12 @@ def run(iterations: int, repeats: int) -> tuple[list[dict], dict]:
                         device=device))
         rows.append(row(f"compile, GPT block forward, warm caches: {device}", warm, "ms", group="compile",
                         device=device))
-    for name, launch_bound, make in models():
+    for model in models():
+        name, launch_bound = model.name, model.launch_bound
         times = {}
-        devices = ("cudadev",) if make is block_train_maker else ("cuda", "cudadev")
-        for device in devices:
+        for device in model.devices:
             torch._dynamo.reset()
-            step = make(device)
+            step = model.make(device)
             value, samples = steady_state_ms(step, device, iterations, repeats)
             times[device] = value
             rows.append(row(f"{name}: torch.compile on {device}", value, "ms/iter", group="steady state",
@@ -180,13 +196,9 @@ def run(iterations: int, repeats: int) -> tuple[list[dict], dict]:
             if not launch_bound:
                 rows.append(row(f"{name}: GPU kernel time on {device} (profiler)", device_ms(step, device),
                                 "ms/iter", group="device time", device=device))
-        if make is block_forward_maker:
-            # The same model in eager mode on both devices: what the plugin's own
-            # operators (cudadev's aliases of torch's CUDA kernels) cost by themselves.
-            for device in ("cuda", "cudadev"):
-                model = cases.Block(768, 12).to(device)
-                x = cases._randn(8, 512, 768).to(device)
-                value, _ = steady_state_ms(lambda: model(x), device, iterations, repeats)
+        if model.eager is not None:
+            for device in model.devices:
+                value, _ = steady_state_ms(model.eager(device), device, iterations, repeats)
                 rows.append(row(f"{name}: eager on {device}", value, "ms/iter", group="eager", device=device))
         if "cuda" not in times:
             continue  # no peer in this process
