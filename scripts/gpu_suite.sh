@@ -9,7 +9,9 @@
 # GPU_SUITE_PART splits the run in calls when it no longer fits one (each
 # builds first): a comma list of "tests" (checks and test suites), "bench"
 # (the benchmarks), "compile" (only the cudadev torch.compile tests and
-# benchmark, and the cudadev DLPack rows); unset, tests and bench.
+# benchmark, and the cudadev DLPack rows), "profile" (where the host time of
+# torch.compile steps goes, bench/compile_profile.py; only when named);
+# unset, tests and bench.
 #
 # Every step writes its own log under $OUT and records its exit status in
 # $OUT/summary.txt; a failing step does not stop the later ones. The script
@@ -195,6 +197,10 @@ want tests && step pytest_gpu 240 --no-tests-ok env DEVBRIDGE_TEST_PLUGIN=torch_
 # torch.compile on cudadev vs on cuda, same process (bench/compile.py).
 { want compile && ! want tests; } && step pytest_cudadev_inductor 200 "${PYTEST[@]}" \
   "$ROOT/plugins/cudadev/tests/python/test_cudadev_inductor.py" --junitxml="$OUT/junit_cudadev_inductor.xml"
+# Where the host time of compiled steps goes, cuda and cudadev side by side
+# (bench/compile_profile.py); only when named, never in the default run.
+[[ ,$PART, == *,profile,* ]] && step bench_compile_profile 300 "$PY" "$ROOT/bench/compile_profile.py" \
+  --plugin torch_cudadev --devices cuda,cudadev --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT"
 { want bench || want compile; } && step bench_compile 300 "$PY" "$ROOT/bench/compile.py" \
   --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT"
 

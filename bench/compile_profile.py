@@ -1,0 +1,217 @@
+"""Where the host time of a torch.compile step goes, per device: the diagnosis
+behind bench/compile.py's steady-state ratio (bench/README.md).
+
+Four parts, each on every device given, in one process:
+  1. the host operations Inductor's generated wrapper performs around its
+     kernels, each timed alone (ns per call): the device guard and set-device
+     lines, get_raw_stream, the allocation, an extern mm into an out= buffer;
+     the guard and stream lines are the ones Inductor generates for the device
+     (its registered device op overrides), not hand-written equivalents;
+  2. torch.profiler's CPU operator table of compiled steps (self time);
+  3. cProfile of compiled steps (Python functions, by own time);
+  4. cProfile of a warm compile (Dynamo reset, caches filled), by cumulative time.
+
+    TORCH_DEVICE_BACKEND_AUTOLOAD=0 python bench/compile_profile.py --plugin torch_cudadev \
+        --devices cuda,cudadev --machine h200 --results-dir bench/results/h200
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import importlib
+import io
+import json
+import os
+import pathlib
+import pstats
+import statistics
+import sys
+import tempfile
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests" / "python"))
+CACHE = pathlib.Path(tempfile.mkdtemp(prefix="devbridge-compile-profile-"))
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(CACHE / "inductor"))
+os.environ.setdefault("TRITON_CACHE_DIR", str(CACHE / "triton"))
+
+import torch  # noqa: E402
+
+import compile_cases as cases  # noqa: E402
+from machine_info import git_commit  # noqa: E402
+
+
+def synchronize(device: str) -> None:
+    if device.startswith("cuda") and not device.startswith("cudadev"):
+        torch.cuda.synchronize()
+    else:
+        torch.accelerator.synchronize()
+
+
+def ns_per_call(fn, calls: int = 2000, repeats: int = 9) -> float:
+    fn()
+    samples = []
+    for _ in range(repeats):
+        began = time.perf_counter_ns()
+        for _ in range(calls):
+            fn()
+        samples.append((time.perf_counter_ns() - began) / calls)
+    return statistics.median(samples)
+
+
+def wrapper_operations(device: str) -> dict[str, float]:
+    """Part 1: ns per call of each host operation of a generated wrapper."""
+    from torch._inductor.codegen.common import get_device_op_overrides
+
+    overrides = get_device_op_overrides(device)
+    namespace = {"torch": torch}
+    exec(overrides.import_get_raw_stream_as("get_raw_stream"), namespace)
+    guard = compile(f"with {overrides.device_guard(0)}:\n    {overrides.set_device(0)}", "<guard>", "exec")
+    get_raw_stream = namespace["get_raw_stream"]
+    a, b = torch.randn(64, 32, device=device), torch.randn(32, 64, device=device)
+    out = torch.empty(64, 64, device=device)
+    results = {
+        f"device guard + set device ({overrides.device_guard(0)})": ns_per_call(lambda: exec(guard, namespace)),
+        "get_raw_stream(0)": ns_per_call(lambda: get_raw_stream(0)),
+        "empty_strided((64, 64), (64, 1))": ns_per_call(
+            lambda: torch.empty_strided((64, 64), (64, 1), device=device, dtype=torch.float32)),
+        "torch.mm(a, b, out=buf), 64x32 @ 32x64": ns_per_call(lambda: torch.mm(a, b, out=out)),
+        "torch.addmm(bias, a, b, out=buf), 64x32 @ 32x64": ns_per_call(
+            lambda: torch.addmm(out, a, b, out=out)),
+        "a.as_strided((32, 64), (1, 32))": ns_per_call(lambda: a.as_strided((32, 64), (1, 32))),
+    }
+    if device == "cuda":
+        from torch._C._dynamo.guards import _empty_strided_cuda
+
+        results["empty_strided_cuda((64, 64), (64, 1)) (cuda's fast path)"] = ns_per_call(
+            lambda: _empty_strided_cuda((64, 64), (64, 1), torch.float32))
+    synchronize(device)
+    return results
+
+
+def compiled_steps(device: str, batch: int, tokens: int) -> dict[str, object]:
+    torch.set_grad_enabled(False)
+    torch.manual_seed(0)
+    mlp = cases.MLP().to(device)
+    x_mlp = cases._randn(64, 32).to(device)
+    block = cases.Block(768, 12).to(device)
+    x_block = cases._randn(batch, tokens, 768).to(device)
+    fn_mlp, fn_block = torch.compile(mlp), torch.compile(block)
+    return {"MLP 32-64-32, batch 64": lambda: fn_mlp(x_mlp),
+            f"GPT block 768/12, {batch}x{tokens}, forward": lambda: fn_block(x_block)}
+
+
+def operator_table(step, device: str, iterations: int) -> str:
+    """Part 2: torch.profiler's CPU operators, self time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(3):
+        step()
+    synchronize(device)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(iterations):
+            step()
+        synchronize(device)
+    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25, max_name_column_width=70)
+
+
+def python_profile(fn, sort: str, limit: int) -> str:
+    profiler = cProfile.Profile()
+    profiler.enable()
+    fn()
+    profiler.disable()
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).strip_dirs().sort_stats(sort).print_stats(limit)
+    return text.getvalue()
+
+
+def steady_state_profile(step, device: str, iterations: int) -> str:
+    """Part 3: cProfile of compiled steps, own time."""
+    for _ in range(3):
+        step()
+    synchronize(device)
+
+    def run():
+        for _ in range(iterations):
+            step()
+        synchronize(device)
+
+    return python_profile(run, "tottime", 30)
+
+
+def warm_compile_profile(device: str, batch: int, tokens: int) -> tuple[float, float, str]:
+    """Part 4: cold compile (unprofiled), then a warm one under cProfile."""
+    torch.set_grad_enabled(False)
+    times = []
+    report = ""
+    for warm in (False, True):
+        torch._dynamo.reset()
+        model = cases.Block(768, 12).to(device)
+        x = cases._randn(batch, tokens, 768).to(device)
+
+        def compile_and_run():
+            torch.compile(model)(x)
+            synchronize(device)
+
+        began = time.perf_counter()
+        if warm:
+            report = python_profile(compile_and_run, "cumulative", 60)
+        else:
+            compile_and_run()
+        times.append(time.perf_counter() - began)
+    return times[0], times[1], report
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--plugin", default="torch_cudadev", help="module that loads the plugin (claims PrivateUse1)")
+    parser.add_argument("--devices", default="cuda,cudadev", help="comma list, e.g. cuda,cudadev or simdev")
+    parser.add_argument("--machine", default="h200")
+    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--results-dir", type=pathlib.Path, default=HERE / "results")
+    parser.add_argument("--block-shape", default="8,512", help="batch,tokens of the GPT block's input")
+    parser.add_argument("--skip-compile-profile", action="store_true", help="leave out part 4")
+    args = parser.parse_args()
+    importlib.import_module(args.plugin)
+    import devbridge.inductor
+
+    devbridge.inductor.register()
+    devices = args.devices.split(",")
+    batch, tokens = (int(n) for n in args.block_shape.split(","))
+    sections, operations = [], {}
+    if not args.skip_compile_profile:
+        for device in devices:  # first, while the caches are empty
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(CACHE / f"inductor-{device}")
+            os.environ["TRITON_CACHE_DIR"] = str(CACHE / f"triton-{device}")
+            cold, warm, report = warm_compile_profile(device, batch, tokens)
+            sections.append(f"## 4. warm compile of the GPT block forward on {device}: cold {cold:.2f} s, "
+                            f"warm {warm:.2f} s (cProfile of the warm one, cumulative)\n\n{report}")
+    for device in devices:
+        operations[device] = wrapper_operations(device)
+        for name, step in compiled_steps(device, batch, tokens).items():
+            sections.append(f"## 2. CPU operators, {name}, {device}, {args.iterations} steps\n\n"
+                            f"{operator_table(step, device, args.iterations)}")
+            sections.append(f"## 3. Python functions, {name}, {device}, {args.iterations} steps (own time)\n\n"
+                            f"{steady_state_profile(step, device, args.iterations)}")
+    lines = [f"# Host time of torch.compile steps ({args.machine}, torch {torch.__version__}, commit {git_commit()})",
+             "", "## 1. the generated wrapper's host operations, ns per call", "",
+             "| operation | " + " | ".join(devices) + " |", "|---|" + "---:|" * len(devices)]
+    names = list(dict.fromkeys(n for ops in operations.values() for n in ops))
+    for name in names:
+        lines.append(f"| {name} | " + " | ".join(
+            f"{operations[d][name]:.0f}" if name in operations[d] else "" for d in devices) + " |")
+    text = "\n".join(lines) + "\n\n" + "\n\n".join(sections)
+    args.results_dir.mkdir(parents=True, exist_ok=True)
+    stem = args.results_dir / f"compile_profile_{args.machine}"
+    stem.with_suffix(".txt").write_text(text)
+    stem.with_suffix(".json").write_text(json.dumps(
+        {"machine": args.machine, "torch": torch.__version__, "commit": git_commit(), "ns_per_call": operations},
+        indent=1))
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
