@@ -9,7 +9,12 @@ Four parts, each on every device given, in one process:
      (its registered device op overrides), not hand-written equivalents;
   2. torch.profiler's CPU operator table of compiled steps (self time);
   3. cProfile of compiled steps (Python functions, by own time);
-  4. cProfile of a warm compile (Dynamo reset, caches filled), by cumulative time.
+  4. cProfile of a warm compile (Dynamo reset, caches filled), by cumulative time;
+  5. the same warm compile in-process (compile_threads=1), cProfile by own time;
+  6. what a fresh compile worker pays before its first kernel of the device
+     (a subprocess: import torch, the plugin's entry point, devbridge's
+     Triton driver, one cached kernel module loaded and precompiled);
+  7. extern matmuls at the GPT block's shapes, host ns per call (queue kept short).
 
     TORCH_DEVICE_BACKEND_AUTOLOAD=0 python bench/compile_profile.py --plugin torch_cudadev \
         --devices cuda,cudadev --machine h200 --results-dir bench/results/h200
@@ -164,6 +169,98 @@ def warm_compile_profile(device: str, batch: int, tokens: int) -> tuple[float, f
     return times[0], times[1], report
 
 
+def warm_compile_in_process(device: str, batch: int, tokens: int) -> str:
+    """Part 5: as part 4 with compile_threads=1 (no worker pool), own caches."""
+    from torch._inductor import config
+
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(CACHE / f"inductor-{device}-in-process")
+    os.environ["TRITON_CACHE_DIR"] = str(CACHE / f"triton-{device}-in-process")
+    with config.patch(compile_threads=1):
+        cold, warm, _ = warm_compile_profile(device, batch, tokens)
+        torch._dynamo.reset()
+        model = cases.Block(768, 12).to(device)
+        x = cases._randn(batch, tokens, 768).to(device)
+
+        def compile_and_run():
+            torch.compile(model)(x)
+            synchronize(device)
+
+        report = python_profile(compile_and_run, "tottime", 30)
+    return f"cold {cold:.2f} s, warm {warm:.2f} s; cProfile of one more warm compile, own time\n\n{report}"
+
+
+FRESH_WORKER = r"""
+import glob, os, sys, time
+t0 = time.perf_counter()
+import torch
+t1 = time.perf_counter()
+import importlib.metadata
+hooks = [e for e in importlib.metadata.entry_points(group="torch.backends") if e.value.startswith(sys.argv[1])]
+hooks[0].load()()
+t2 = time.perf_counter()
+import devbridge.triton
+devbridge.triton.activate()
+devbridge.triton.deactivate()
+t3 = time.perf_counter()
+from torch._inductor.codecache import PyCodeCache
+times = []
+for path in sorted(glob.glob(os.path.join(sys.argv[2], "**", "*.py"), recursive=True)):
+    text = open(path).read()
+    if "devbridge_worker" not in text or "@triton.jit" not in text:
+        continue
+    name = text.split("@triton.jit")[1].split("def ")[1].split("(")[0]
+    began = time.perf_counter()
+    kernel = getattr(PyCodeCache.load_by_key_path(os.path.basename(path)[:-3], path), name)
+    kernel.precompile(warm_cache_only=True)
+    times.append((name, time.perf_counter() - began))
+    if len(times) == 3:
+        break
+print(f"import torch {t1 - t0:.3f} s; the plugin's entry point {t2 - t1:.3f} s; "
+      f"devbridge's Triton driver activated {t3 - t2:.3f} s")
+for name, took in times:
+    print(f"kernel module loaded + precompile(warm_cache_only=True): {name} {took:.3f} s")
+"""
+
+
+def fresh_worker(device: str, plugin: str) -> str:
+    """Part 6, in a subprocess started as Inductor starts its workers."""
+    import subprocess
+
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(CACHE / f"inductor-{device}"),
+               TRITON_CACHE_DIR=str(CACHE / f"triton-{device}"))
+    began = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", FRESH_WORKER, plugin, str(CACHE / f"inductor-{device}")],
+                          capture_output=True, text=True, env=env, timeout=240)
+    took = time.perf_counter() - began
+    return f"{done.stdout}{done.stderr[-3000:]}(whole subprocess {took:.2f} s, exit {done.returncode})\n"
+
+
+def extern_matmuls(device: str, batch: int, tokens: int) -> dict[str, float]:
+    """Part 7: host ns per call at the GPT block's shapes; 100 calls per
+    sample, so the GPU queue never fills and the host time is what is timed."""
+    rows = batch * tokens
+    x = torch.randn(rows, 768, device=device)
+    weight = torch.randn(2304, 768, device=device)
+    out = torch.empty(rows, 2304, device=device)
+    q = torch.randn(batch * 12, tokens, 64, device=device)
+    scores = torch.empty(batch * 12, tokens, tokens, device=device)
+
+    def timed(fn):
+        samples = []
+        for _ in range(9):
+            synchronize(device)
+            began = time.perf_counter_ns()
+            for _ in range(100):
+                fn()
+            samples.append((time.perf_counter_ns() - began) / 100)
+        synchronize(device)
+        return statistics.median(samples)
+
+    return {f"mm out=, ({rows}, 768) @ weight.t() (768, 2304)": timed(lambda: torch.mm(x, weight.t(), out=out)),
+            f"bmm out=, ({batch * 12}, {tokens}, 64) @ ({batch * 12}, 64, {tokens})": timed(
+                lambda: torch.bmm(q, q.transpose(1, 2), out=scores))}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--plugin", default="torch_cudadev", help="module that loads the plugin (claims PrivateUse1)")
@@ -188,8 +285,16 @@ def main() -> int:
             cold, warm, report = warm_compile_profile(device, batch, tokens)
             sections.append(f"## 4. warm compile of the GPT block forward on {device}: cold {cold:.2f} s, "
                             f"warm {warm:.2f} s (cProfile of the warm one, cumulative)\n\n{report}")
+    if not args.skip_compile_profile:
+        for device in devices:
+            if device != "cuda":
+                sections.append(f"## 6. a fresh compile worker's first {device} kernels\n\n"
+                                f"{fresh_worker(device, args.plugin)}")
+        for device in devices:
+            sections.append(f"## 5. warm compile in-process (compile_threads=1), {device}: "
+                            f"{warm_compile_in_process(device, batch, tokens)}")
     for device in devices:
-        operations[device] = wrapper_operations(device)
+        operations[device] = {**wrapper_operations(device), **extern_matmuls(device, batch, tokens)}
         for name, step in compiled_steps(device, batch, tokens).items():
             sections.append(f"## 2. CPU operators, {name}, {device}, {args.iterations} steps\n\n"
                             f"{operator_table(step, device, args.iterations)}")

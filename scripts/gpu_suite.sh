@@ -8,8 +8,8 @@
 #
 # GPU_SUITE_PART splits the run in calls when it no longer fits one (each
 # builds first): a comma list of "tests" (checks and test suites), "bench"
-# (the benchmarks), "compile" (only the cudadev torch.compile tests and
-# benchmark, and the cudadev DLPack rows), "profile" (where the host time of
+# (the benchmarks), "compile" (only the torch.compile tests, simdev's and
+# cudadev's, the torch.compile benchmark and the cudadev DLPack rows), "profile" (where the host time of
 # torch.compile steps goes, bench/compile_profile.py; only when named);
 # unset, tests and bench.
 #
@@ -151,6 +151,9 @@ want tests && step pytest_simdev 300 env TORCH_DEVICE_BACKEND_AUTOLOAD=1 "${PYTE
   "$ROOT/tests/python" "$ROOT/plugins/simdev/tests/python" --junitxml="$OUT/junit_simdev.xml"
 want tests && step check_simdev 60 bash -c 'TORCH_DEVICE_BACKEND_AUTOLOAD=1 "$0" -m devbridge check --json >"$1"' \
   "$PY" "$OUT/check_simdev.json"
+# The compile part alone: simdev's torch.compile tests on this torch and Triton.
+{ want compile && ! want tests; } && step pytest_simdev_inductor 240 env TORCH_DEVICE_BACKEND_AUTOLOAD=1 \
+  "${PYTEST[@]}" -q -n 4 "$ROOT/tests/python/test_inductor_simdev.py" --junitxml="$OUT/junit_simdev_inductor.xml"
 want bench && step bench_dlpack 120 env TORCH_DEVICE_BACKEND_AUTOLOAD=1 "$PY" "$ROOT/bench/dlpack_exchange.py" \
   --machine "${GPU_SUITE_MACHINE:-h200}" --repeats 11 --results-dir "$OUT"
 

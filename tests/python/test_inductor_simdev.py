@@ -324,3 +324,94 @@ def test_autoload_registers_at_the_first_compile_without_any_call(tmp_path):
                TORCHINDUCTOR_COMPILE_THREADS="1")
     done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-6000:]
+
+
+FRESH_WORKER_SCRIPT = textwrap.dedent("""
+    import sys
+    import torch
+    import devbridge.inductor.worker as worker
+    worker.prepare("simdev", None)  # the first line of a simdev kernel module, as in a fresh compile worker
+    import devbridge.inductor
+    assert devbridge.inductor.registered() is None  # the compiler's part was not registered ...
+    compiler = [m for m in ("torch._inductor.codegen.triton", "torch._inductor.lowering",
+                            "torch._inductor.pattern_matcher", "torch._inductor.fx_passes.joint_graph")
+                if m in sys.modules]
+    assert not compiler, f"a compile worker imported Inductor's compiler: {compiler}"
+    # ... what running kernels needs was
+    from torch._dynamo.device_interface import get_interface_for_device
+    from torch._inductor.runtime import triton_helpers
+    assert get_interface_for_device("simdev").get_raw_stream(0) == torch.accelerator.current_stream(0).native_handle
+    assert triton_helpers.set_driver_to_gpu.__module__ == "devbridge.inductor.driver_routing"
+    # and register() completes it in a process that compiles after all.
+    out = torch.compile(lambda x: x.sin() * 2)(torch.zeros(4, device="simdev"))
+    assert out.cpu().tolist() == [0.0] * 4 and devbridge.inductor.registered() == "simdev"
+""")
+
+
+def test_a_compile_worker_registers_the_runtime_without_importing_inductors_compiler(tmp_path):
+    script = tmp_path / "fresh_worker.py"
+    script.write_text(FRESH_WORKER_SCRIPT)
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "i"), TRITON_CACHE_DIR=str(tmp_path / "t"),
+               TORCHINDUCTOR_COMPILE_THREADS="1")
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-6000:]
+
+
+# ------------------------------------------------------------- Triton launch hooks
+
+@contextlib.contextmanager
+def counting_launch_metadata():
+    """Counts CompiledKernel.launch_metadata calls (the real method runs)."""
+    from triton.compiler.compiler import CompiledKernel
+
+    original = CompiledKernel.launch_metadata
+    calls = []
+
+    def counted(self, *args, **kwargs):
+        calls.append(self.name)
+        return original(self, *args, **kwargs)
+
+    CompiledKernel.launch_metadata = counted
+    try:
+        yield calls
+    finally:
+        CompiledKernel.launch_metadata = original
+
+
+def test_without_launch_hooks_plugin_kernels_skip_the_launch_metadata():
+    from torch._inductor.runtime import triton_heuristics
+    from triton import knobs
+
+    knobs_before = triton_heuristics.knobs
+    case = cases.CASES[0]
+    inputs = cases.to(case.inputs(), DEVICE)
+    compiled = torch.compile(case.fn, fullgraph=True)
+    compiled(*inputs)
+    with counting_launch_metadata() as calls:
+        cases.assert_close(compiled(*inputs), case.fn(*case.inputs()), case.atol, case.rtol)
+    assert calls == []
+    assert triton_heuristics.knobs is knobs_before is knobs  # Inductor's knobs restored after the build
+    assert knobs.runtime.launch_enter_hook is not None  # Triton's own knobs never changed
+
+
+def test_a_launch_hook_installed_before_compiling_sees_every_plugin_launch():
+    from triton import knobs
+
+    seen = []
+
+    def hook(metadata):
+        seen.append(metadata.get()["name"])
+
+    def f(x):  # a kernel of its own: launchers are built once per process and kernel
+        return (x * 3.25 + 0.5).relu()
+
+    knobs.runtime.launch_enter_hook.add(hook)
+    try:
+        compiled = torch.compile(f, fullgraph=True)
+        x = torch.randn(64)
+        compiled(x.to(DEVICE))
+        seen.clear()
+        torch.testing.assert_close(compiled(x.to(DEVICE)).cpu(), f(x))
+    finally:
+        knobs.runtime.launch_enter_hook.remove(hook)
+    assert len(seen) == 1 and seen[0].startswith("triton_"), seen

@@ -6,8 +6,11 @@ PrivateUse1 device, compiles it with the declared hardware's Triton compiler
                           arranges it for Dynamo's first compile (arm()), so
                           a plugin that calls install() from its autoload
                           hook needs nothing more; Inductor's compile workers
-                          register from the first lines of each kernel module
-                          (worker.py)
+                          register_runtime() from the first lines of each
+                          kernel module (worker.py)
+  register_runtime(device=None)
+                          only what loading and launching compiled kernels
+                          needs (compile workers), without Inductor's compiler
   registered()            the device registered in this process, or None
   patched_torch_apis()    what register() changed in torch, one line each
 
@@ -22,7 +25,8 @@ import threading
 import warnings
 
 _lock = threading.RLock()
-_registered: str | None = None
+_registered: str | None = None  # register() done for this device
+_runtime_registered: str | None = None  # register_runtime() (or register()) done
 _patched: list[str] = []
 
 
@@ -49,6 +53,56 @@ def _plugin_entry_point(device: str) -> str | None:
     return None
 
 
+def _checked_name(device: str | None, caller: str) -> str:
+    from .. import _C
+
+    plugin = _C.plugin_name()
+    if not plugin:
+        raise RuntimeError(f"devbridge.inductor.{caller}(): no PrivateUse1 plugin is loaded in this process; "
+                           "import the plugin (or let torch autoload it) first")
+    name = device or plugin
+    if name != plugin:
+        raise ValueError(f"devbridge.inductor.{caller}({name!r}): torch.compile is served for the PrivateUse1 "
+                         f"device, which is '{plugin}' in this process")
+    return name
+
+
+def _require_runtime(name: str, caller: str):
+    """Version checks and the declared hardware; returns the hardware."""
+    from . import _torch_api
+
+    _torch_api.check_version()
+    try:
+        import triton  # noqa: F401
+    except ImportError as error:
+        raise RuntimeError(f"devbridge.inductor.{caller}(): Triton is not importable ({error}); torch.compile "
+                           f"on '{name}' generates Triton kernels: install the Triton that pairs with torch "
+                           f"(pip install triton=={_paired_triton()})") from error
+    from ..triton.hardware import require
+
+    return require(name)  # the plugin's declare_hardware(): which compiler and kernel runtime
+
+
+def _install_runtime(name: str, hardware) -> list[str]:
+    """What loading, timing and launching compiled kernels needs (Inductor's
+    runtime package): the device interface and the driver routing."""
+    from . import _torch_api, device_interface, driver_routing
+    from ..triton.hardware import INTERPRETER
+
+    patched = []
+    interface = device_interface.make_device_interface(name)
+    _torch_api.register_device_interface(name, interface)
+    patched.append(f"torch._dynamo.device_interface: register_interface_for_device({name!r}, {interface.__name__})")
+    driver_routing.install(name, interpreted=hardware.compiler == INTERPRETER)
+    patched.append("torch._inductor.runtime.triton_helpers.set_driver_to_gpu: replaced")
+    patched.append("torch._inductor.runtime.triton_heuristics.CachingAutotuner."
+                   f"{{{', '.join(_torch_api.DRIVER_METHODS)}}}: wrapped (devbridge's driver for {name!r} kernels; "
+                   "empty Triton launch hooks left out of their launchers)")
+    if hardware.compiler == INTERPRETER:
+        patched.append("autotuning on the interpreter target: the first config, untimed")
+    return patched
+
+
 def register(device: str | None = None) -> str:
     """Register the plugin device with Dynamo and Inductor; returns its name.
 
@@ -56,39 +110,15 @@ def register(device: str | None = None) -> str:
     Raises RuntimeError with the fix when torch, Triton or the plugin cannot
     serve torch.compile (an unchecked torch version, no Triton, no declared
     Triton hardware for the device)."""
-    global _registered
-    from .. import _C
-
-    plugin = _C.plugin_name()
-    if not plugin:
-        raise RuntimeError("devbridge.inductor.register(): no PrivateUse1 plugin is loaded in this process; "
-                           "import the plugin (or let torch autoload it) first")
-    name = device or plugin
-    if name != plugin:
-        raise ValueError(f"devbridge.inductor.register({name!r}): torch.compile is served for the PrivateUse1 "
-                         f"device, which is '{plugin}' in this process")
+    global _registered, _runtime_registered
+    name = _checked_name(device, "register")
     with _lock:
         if _registered == name:
             return name
-        from . import _torch_api
+        hardware = _require_runtime(name, "register")
+        from . import _torch_api, codegen
 
-        _torch_api.check_version()
-        try:
-            import triton  # noqa: F401
-        except ImportError as error:
-            raise RuntimeError(f"devbridge.inductor.register(): Triton is not importable ({error}); torch.compile "
-                               f"on '{name}' generates Triton kernels: install the Triton that pairs with torch "
-                               f"(pip install triton=={_paired_triton()})") from error
-        from ..triton.hardware import require
-
-        hardware = require(name)  # the plugin's declare_hardware(): which compiler and kernel runtime
-        from . import codegen, device_interface, driver_routing
-
-        patched = []
-        interface = device_interface.make_device_interface(name)
-        _torch_api.register_device_interface(name, interface)
-        patched.append(f"torch._dynamo.device_interface: register_interface_for_device({name!r}, {interface.__name__})")
-
+        patched = _install_runtime(name, hardware)
         scheduling, wrapper = codegen.install(name, _plugin_entry_point(name))
         patched.append("torch._inductor.codegen.triton.TritonKernel.gen_common_triton_imports: wrapped (the "
                        f"worker prelude in {name!r} kernel modules)")
@@ -101,23 +131,32 @@ def register(device: str | None = None) -> str:
         patched.append(f"torch._inductor.codegen.common: register_device_op_overrides({name!r}, "
                        f"{type(overrides).__name__})")
 
-        _torch_api.add_gpu_type(name, interface.is_available)
+        _torch_api.add_gpu_type(name, _torch_api.registered_device_interface(name).is_available)
         patched.append(f"torch._inductor.utils.GPU_TYPES: + {name!r}; get_gpu_type replaced where bound")
         _torch_api.accept_triton(name)
         patched.append("torch.utils._triton.has_triton: replaced where bound (true with Triton importable)")
-
-        from ..triton.hardware import INTERPRETER
-
-        driver_routing.install(name, interpreted=hardware.compiler == INTERPRETER)
-        patched.append("torch._inductor.runtime.triton_helpers.set_driver_to_gpu: replaced")
-        patched.append("torch._inductor.runtime.triton_heuristics.CachingAutotuner."
-                       f"{{{', '.join(_torch_api.DRIVER_METHODS)}}}: wrapped (devbridge's driver for {name!r} kernels)")
-        if hardware.compiler == INTERPRETER:
-            patched.append("autotuning on the interpreter target: the first config, untimed")
         how = _torch_api.register_benchmarker(name)
         patched.append(f"torch._inductor.runtime.benchmarking: {how}")
         _patched[:] = patched
-        _registered = name
+        _registered = _runtime_registered = name
+        return name
+
+
+def register_runtime(device: str | None = None) -> str:
+    """The part of register() that running compiled kernels needs, for
+    processes that load kernel modules but generate no code: Inductor's
+    compile workers (worker.py) and a saved output module run by itself.
+    Importing Inductor's compiler (codegen, lowerings, pattern passes) costs a
+    fresh worker about a second, which every worker would pay at its first
+    kernel of the device; this imports none of it."""
+    global _runtime_registered
+    name = _checked_name(device, "register_runtime")
+    with _lock:
+        if name in (_registered, _runtime_registered):
+            return name
+        hardware = _require_runtime(name, "register_runtime")
+        _patched[:] = _install_runtime(name, hardware)
+        _runtime_registered = name
         return name
 
 
@@ -202,4 +241,4 @@ def arm() -> None:
         sys.meta_path.insert(0, _DynamoImportHook())
 
 
-__all__ = ["arm", "patched_torch_apis", "register", "registered"]
+__all__ = ["arm", "patched_torch_apis", "register", "register_runtime", "registered"]

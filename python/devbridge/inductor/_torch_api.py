@@ -20,7 +20,11 @@ recipe these functions follow). Each function names what it touches:
   driver   torch._inductor.runtime.triton_helpers.set_driver_to_gpu
            (replaced); triton_heuristics.CachingAutotuner: precompile,
            _precompile_config, _make_launchers, benchmark_all_configs,
-           coordinate_descent_tuning (wrapped) and its device_props.type
+           coordinate_descent_tuning (wrapped) and its device_props.type;
+           triton_heuristics.knobs, the `triton.knobs` module
+           TritonCompileResult.make_launcher reads the launch hooks from
+           (shadowed while a plugin kernel's launchers are built: see
+           launch_hooks_burnt_in_when_empty)
   timing   torch._inductor.runtime.benchmarking.register_benchmarker and
            Benchmarker.benchmark_gpu(device_type=) (2.13 only; 2.11 has no
            registry, see register_benchmarker below)
@@ -28,7 +32,9 @@ recipe these functions follow). Each function names what it touches:
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import threading
 
 import torch
 
@@ -256,6 +262,80 @@ DRIVER_METHODS = ("precompile", "_precompile_config", "_make_launchers", "benchm
 
 def autotuner_device_type(autotuner) -> str:
     return autotuner.device_props.type
+
+
+class _RuntimeWithoutLaunchHooks:
+    """triton.knobs.runtime as make_launcher reads it, with no launch hooks."""
+
+    launch_enter_hook = None
+    launch_exit_hook = None
+
+    def __init__(self, runtime):
+        self._runtime = runtime
+
+    def __getattr__(self, name):
+        return getattr(self._runtime, name)
+
+
+class _KnobsWithoutLaunchHooks:
+    def __init__(self, knobs):
+        self._knobs = knobs
+        self.runtime = _RuntimeWithoutLaunchHooks(knobs.runtime)
+
+    def __getattr__(self, name):
+        return getattr(self._knobs, name)
+
+
+_knobs_lock = threading.Lock()
+_knobs_shadowed = 0  # plugin-kernel launcher builds in progress, all threads
+_knobs_original = None
+
+
+def _launch_hooks_empty(knobs) -> bool:
+    from ..triton._triton_api import hook_chain_type
+
+    chain_type = hook_chain_type()
+    for hook in (knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook):
+        if hook is None:
+            continue
+        if chain_type is None or type(hook) is not chain_type or hook.calls:
+            return False
+    return True
+
+
+@contextlib.contextmanager
+def launch_hooks_burnt_in_when_empty():
+    """While a plugin kernel's launchers are built (CachingAutotuner.
+    _make_launchers): with no Triton launch hook installed, make_launcher sees
+    None for both hooks.
+
+    make_launcher burns `None` into a launcher for its launch metadata when
+    `knobs.runtime.launch_enter_hook` is falsy, "with zero overhead"; since
+    Triton 3.5 the hooks are HookChain objects, never falsy, so every launch
+    would evaluate CompiledKernel.launch_metadata (a dict built per launch,
+    measured on the H200 at about 5 us of host time) for hooks that do not
+    exist. Only Inductor's own module global is shadowed (triton_heuristics.
+    knobs, checked on 2.11.0 and 2.13.0), never Triton's knobs: a hook added
+    later does not reach these launchers, as with PyTorch's static CUDA
+    launcher; one installed before the compile does. Nests across threads."""
+    global _knobs_shadowed, _knobs_original
+    from torch._inductor.runtime import triton_heuristics
+
+    with _knobs_lock:
+        if _knobs_shadowed == 0:
+            knobs = getattr(triton_heuristics, "knobs", None)
+            if knobs is not None and _launch_hooks_empty(knobs):
+                _knobs_original = knobs
+                triton_heuristics.knobs = _KnobsWithoutLaunchHooks(knobs)
+        _knobs_shadowed += 1
+    try:
+        yield
+    finally:
+        with _knobs_lock:
+            _knobs_shadowed -= 1
+            if _knobs_shadowed == 0 and _knobs_original is not None:
+                triton_heuristics.knobs = _knobs_original
+                _knobs_original = None
 
 
 # ------------------------------------------------------------------ timing

@@ -14,7 +14,10 @@ would be loaded through the CUDA driver. devbridge therefore:
     backend is active at all (a CPU-only torch with a plugin): there
     devbridge's driver is the process's driver, as it is the only one.
 The steady-state launch (CachingAutotuner.run's cached launcher) reaches no
-driver and is not wrapped.
+driver and is not wrapped. While a plugin kernel's launchers are built, empty
+Triton launch hooks read as None, so that the launchers skip the per-launch
+metadata Triton computes only for hooks (_torch_api.
+launch_hooks_burnt_in_when_empty).
 
 On an interpreter target (simdev) autotuning does not time the configs:
 interpreted times say nothing about any hardware, and timing every config of
@@ -103,12 +106,15 @@ class _PluginKernel:
 _PLUGIN_KERNEL = _PluginKernel()
 
 
-def _route(method):
+def _route(method, *, building_launchers: bool = False):
     @functools.wraps(method)
     def routed(self, *args, **kwargs):
         if _torch_api.autotuner_device_type(self) != _device:
             return method(self, *args, **kwargs)
         with _PLUGIN_KERNEL:
+            if building_launchers:
+                with _torch_api.launch_hooks_burnt_in_when_empty():
+                    return method(self, *args, **kwargs)
             return method(self, *args, **kwargs)
 
     routed._devbridge_original = method
@@ -148,6 +154,6 @@ def install(device: str, *, interpreted: bool) -> None:
         if not hasattr(method, "_devbridge_original"):
             if name == "benchmark_all_configs":
                 method = _untimed(method)
-            setattr(autotuner, name, _route(method))
+            setattr(autotuner, name, _route(method, building_launchers=name == "_make_launchers"))
     if not other_gpu_backend_active():
         _ensure_devbridge_active()

@@ -5,8 +5,11 @@ from the parent's environment. Where the plugin is autoloaded there, it has
 registered itself already and prepare() returns at once. Where it is not
 (TORCH_DEVICE_BACKEND_AUTOLOAD=0, a process importing plugins explicitly),
 prepare() loads the plugin through its `torch.backends` entry point, the hook
-torch's autoload would have called, and registers the device with Inductor,
-before the module's first Triton call.
+torch's autoload would have called. Then it registers what the module's
+kernels need at run time (devbridge.inductor.register_runtime(): the device
+interface and the driver routing), not Inductor's compiler, which a worker
+never runs and whose import would cost every fresh worker about a second at
+its first kernel. A process that compiles has run register() already.
 """
 
 from __future__ import annotations
@@ -24,9 +27,9 @@ def prepare(device: str, plugin_entry_point: str | None) -> None:
 
     if (_C.plugin_name() != device or declared(device) is None) and plugin_entry_point:
         _load_plugin(plugin_entry_point)
-    from . import register
+    from . import register_runtime
 
-    register(device)
+    register_runtime(device)
     _prepared = device
 
 
