@@ -415,3 +415,28 @@ def test_a_launch_hook_installed_before_compiling_sees_every_plugin_launch():
     finally:
         knobs.runtime.launch_enter_hook.remove(hook)
     assert len(seen) == 1 and seen[0].startswith("triton_"), seen
+
+
+def test_an_exit_hook_alone_keeps_both_hooks_in_the_launchers():
+    """Hidden only when both chains are empty: an exit hook still sees every
+    launch (and the metadata Triton computes for it)."""
+    from triton import knobs
+
+    seen = []
+
+    def hook(metadata):
+        seen.append(metadata.get()["name"])
+
+    def f(x):  # a kernel of its own (see above)
+        return (x * 1.75 - 0.25).abs()
+
+    knobs.runtime.launch_exit_hook.add(hook)
+    try:
+        compiled = torch.compile(f, fullgraph=True)
+        x = torch.randn(64)
+        compiled(x.to(DEVICE))
+        seen.clear()
+        torch.testing.assert_close(compiled(x.to(DEVICE)).cpu(), f(x))
+    finally:
+        knobs.runtime.launch_exit_hook.remove(hook)
+    assert len(seen) == 1 and seen[0].startswith("triton_"), seen
