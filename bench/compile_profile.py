@@ -146,20 +146,26 @@ def steady_state_profile(step, device: str, iterations: int) -> str:
     return python_profile(run, "tottime", 30)
 
 
+def block_compile(device: str, batch: int, tokens: int):
+    """After a Dynamo reset: a function that compiles and runs the GPT block once."""
+    torch.set_grad_enabled(False)
+    torch._dynamo.reset()
+    model = cases.Block(768, 12).to(device)
+    x = cases._randn(batch, tokens, 768).to(device)
+
+    def compile_and_run():
+        torch.compile(model)(x)
+        synchronize(device)
+
+    return compile_and_run
+
+
 def warm_compile_profile(device: str, batch: int, tokens: int) -> tuple[float, float, str]:
     """Part 4: cold compile (unprofiled), then a warm one under cProfile."""
-    torch.set_grad_enabled(False)
     times = []
     report = ""
     for warm in (False, True):
-        torch._dynamo.reset()
-        model = cases.Block(768, 12).to(device)
-        x = cases._randn(batch, tokens, 768).to(device)
-
-        def compile_and_run():
-            torch.compile(model)(x)
-            synchronize(device)
-
+        compile_and_run = block_compile(device, batch, tokens)
         began = time.perf_counter()
         if warm:
             report = python_profile(compile_and_run, "cumulative", 60)
@@ -177,15 +183,7 @@ def warm_compile_in_process(device: str, batch: int, tokens: int) -> str:
     os.environ["TRITON_CACHE_DIR"] = str(CACHE / f"triton-{device}-in-process")
     with config.patch(compile_threads=1):
         cold, warm, _ = warm_compile_profile(device, batch, tokens)
-        torch._dynamo.reset()
-        model = cases.Block(768, 12).to(device)
-        x = cases._randn(batch, tokens, 768).to(device)
-
-        def compile_and_run():
-            torch.compile(model)(x)
-            synchronize(device)
-
-        report = python_profile(compile_and_run, "tottime", 30)
+        report = python_profile(block_compile(device, batch, tokens), "tottime", 30)
     return f"cold {cold:.2f} s, warm {warm:.2f} s; cProfile of one more warm compile, own time\n\n{report}"
 
 

@@ -394,7 +394,10 @@ def test_without_launch_hooks_plugin_kernels_skip_the_launch_metadata():
     assert knobs.runtime.launch_enter_hook is not None  # Triton's own knobs never changed
 
 
-def test_a_launch_hook_installed_before_compiling_sees_every_plugin_launch():
+@pytest.mark.parametrize("hook_name, scale", [("launch_enter_hook", 3.25), ("launch_exit_hook", 1.75)])
+def test_a_launch_hook_installed_before_compiling_sees_every_plugin_launch(hook_name, scale):
+    """Either hook alone keeps both in the launchers (they are left out only
+    when both chains are empty), and it sees every launch."""
     from triton import knobs
 
     seen = []
@@ -402,10 +405,11 @@ def test_a_launch_hook_installed_before_compiling_sees_every_plugin_launch():
     def hook(metadata):
         seen.append(metadata.get()["name"])
 
-    def f(x):  # a kernel of its own: launchers are built once per process and kernel
-        return (x * 3.25 + 0.5).relu()
+    def f(x):  # a kernel of its own (`scale` is in its source): launchers are built once per kernel
+        return (x * scale + 0.5).relu()
 
-    knobs.runtime.launch_enter_hook.add(hook)
+    chain = getattr(knobs.runtime, hook_name)
+    chain.add(hook)
     try:
         compiled = torch.compile(f, fullgraph=True)
         x = torch.randn(64)
@@ -413,30 +417,5 @@ def test_a_launch_hook_installed_before_compiling_sees_every_plugin_launch():
         seen.clear()
         torch.testing.assert_close(compiled(x.to(DEVICE)).cpu(), f(x))
     finally:
-        knobs.runtime.launch_enter_hook.remove(hook)
-    assert len(seen) == 1 and seen[0].startswith("triton_"), seen
-
-
-def test_an_exit_hook_alone_keeps_both_hooks_in_the_launchers():
-    """Hidden only when both chains are empty: an exit hook still sees every
-    launch (and the metadata Triton computes for it)."""
-    from triton import knobs
-
-    seen = []
-
-    def hook(metadata):
-        seen.append(metadata.get()["name"])
-
-    def f(x):  # a kernel of its own (see above)
-        return (x * 1.75 - 0.25).abs()
-
-    knobs.runtime.launch_exit_hook.add(hook)
-    try:
-        compiled = torch.compile(f, fullgraph=True)
-        x = torch.randn(64)
-        compiled(x.to(DEVICE))
-        seen.clear()
-        torch.testing.assert_close(compiled(x.to(DEVICE)).cpu(), f(x))
-    finally:
-        knobs.runtime.launch_exit_hook.remove(hook)
+        chain.remove(hook)
     assert len(seen) == 1 and seen[0].startswith("triton_"), seen
