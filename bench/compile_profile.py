@@ -45,6 +45,7 @@ os.environ.setdefault("TRITON_CACHE_DIR", str(CACHE / "triton"))
 import torch  # noqa: E402
 
 import compile_cases as cases  # noqa: E402
+from devbridge.check.timing import ns_per_call  # noqa: E402
 from machine_info import git_commit  # noqa: E402
 
 
@@ -53,17 +54,6 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize()
     else:
         torch.accelerator.synchronize()
-
-
-def ns_per_call(fn, calls: int = 2000, repeats: int = 9) -> float:
-    fn()
-    samples = []
-    for _ in range(repeats):
-        began = time.perf_counter_ns()
-        for _ in range(calls):
-            fn()
-        samples.append((time.perf_counter_ns() - began) / calls)
-    return statistics.median(samples)
 
 
 def wrapper_operations(device: str) -> dict[str, float]:

@@ -83,9 +83,10 @@ def _require_runtime(name: str, caller: str):
     return require(name)  # the plugin's declare_hardware(): which compiler and kernel runtime
 
 
-def _install_runtime(name: str, hardware) -> list[str]:
+def _install_runtime(name: str, hardware):
     """What loading, timing and launching compiled kernels needs (Inductor's
-    runtime package): the device interface and the driver routing."""
+    runtime package): the device interface and the driver routing. Returns
+    the interface and what was patched."""
     from . import _torch_api, device_interface, driver_routing
     from ..triton.hardware import INTERPRETER
 
@@ -100,7 +101,7 @@ def _install_runtime(name: str, hardware) -> list[str]:
                    "empty Triton launch hooks left out of their launchers)")
     if hardware.compiler == INTERPRETER:
         patched.append("autotuning on the interpreter target: the first config, untimed")
-    return patched
+    return interface, patched
 
 
 def register(device: str | None = None) -> str:
@@ -118,7 +119,7 @@ def register(device: str | None = None) -> str:
         hardware = _require_runtime(name, "register")
         from . import _torch_api, codegen
 
-        patched = _install_runtime(name, hardware)
+        interface, patched = _install_runtime(name, hardware)
         scheduling, wrapper = codegen.install(name, _plugin_entry_point(name))
         patched.append("torch._inductor.codegen.triton.TritonKernel.gen_common_triton_imports: wrapped (the "
                        f"worker prelude in {name!r} kernel modules)")
@@ -131,7 +132,7 @@ def register(device: str | None = None) -> str:
         patched.append(f"torch._inductor.codegen.common: register_device_op_overrides({name!r}, "
                        f"{type(overrides).__name__})")
 
-        _torch_api.add_gpu_type(name, _torch_api.registered_device_interface(name).is_available)
+        _torch_api.add_gpu_type(name, interface.is_available)
         patched.append(f"torch._inductor.utils.GPU_TYPES: + {name!r}; get_gpu_type replaced where bound")
         _torch_api.accept_triton(name)
         patched.append("torch.utils._triton.has_triton: replaced where bound (true with Triton importable)")
@@ -155,7 +156,7 @@ def register_runtime(device: str | None = None) -> str:
         if name in (_registered, _runtime_registered):
             return name
         hardware = _require_runtime(name, "register_runtime")
-        _patched[:] = _install_runtime(name, hardware)
+        _patched[:] = _install_runtime(name, hardware)[1]
         _runtime_registered = name
         return name
 

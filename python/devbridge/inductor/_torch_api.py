@@ -292,15 +292,10 @@ _knobs_original = None
 
 
 def _launch_hooks_empty(knobs) -> bool:
-    from ..triton._triton_api import hook_chain_type
+    from ..triton._triton_api import launch_hook_is_empty
 
-    chain_type = hook_chain_type()
-    for hook in (knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook):
-        if hook is None:
-            continue
-        if chain_type is None or type(hook) is not chain_type or hook.calls:
-            return False
-    return True
+    return launch_hook_is_empty(knobs.runtime.launch_enter_hook) and launch_hook_is_empty(
+        knobs.runtime.launch_exit_hook)
 
 
 @contextlib.contextmanager

@@ -20,8 +20,9 @@ versions each was checked on (3.6.0 on the H200, 3.7.1 in CI).
                                          and the interpreter needs the Python
                                          function (3.6.0, 3.7.1)
   triton.knobs.HookChain                 the type of an empty launch hook
-                                         (3.6.0, 3.7.1; absent before 3.5,
-                                         where hooks are None)
+                                         and its `calls` list (3.6.0, 3.7.1;
+                                         absent before 3.5, where hooks are
+                                         None)
 
 Public names used elsewhere (checked on the same versions):
 triton.runtime.driver.set_active, triton.backends.driver.DriverBase,
@@ -96,3 +97,11 @@ def hook_chain_type():
     except ImportError:
         return None
     return HookChain
+
+
+def launch_hook_is_empty(hook) -> bool:
+    """No hook at all: None, or a HookChain with nothing in it."""
+    if hook is None:
+        return True
+    chain_type = hook_chain_type()
+    return chain_type is not None and type(hook) is chain_type and not hook.calls
