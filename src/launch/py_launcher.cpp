@@ -11,6 +11,10 @@
 // release the GIL for the launch itself (scratch, submit hook or kernel
 // runtime, src/launch/launch.cpp), then the exit hook.
 //
+// launcher.bind(function) gives the static-launcher shape of the same call,
+// (gx, gy, gz, stream, *kernel_args): the kernel fixed, no hooks, the
+// metadata it was built with (devbridge/inductor/static_launch.py).
+//
 // Construction takes Triton's (src, metadata): describing them is Python
 // (devbridge/triton/_describe.py, the one module that reads Triton objects),
 // the plan it returns is data parsed here once.
@@ -164,6 +168,77 @@ void ParsePackedMetadata(LauncherState& state, PyObject* packed) {
   state.shared = static_cast<uint32_t>(values[2]);
 }
 
+std::string ArgNameList(const LauncherState& state) {
+  std::string names;
+  for (const std::string& name : state.arg_names) names += (names.empty() ? "" : ", ") + name;
+  return names;
+}
+
+// The launch shared by both call shapes: `head` is (gx, gy, gz, stream),
+// `kernel_args` one object per plan node. `packed` is nullptr when the
+// launch metadata the launcher was built with applies (a bound launch).
+PyObject* LaunchFromPython(LauncherState& state, PyObject* const* head, uint64_t function, PyObject* packed,
+                 PyObject* launch_metadata, PyObject* enter_hook, PyObject* exit_hook,
+                 PyObject* const* kernel_args) {
+  LaunchRequest request;
+  request.grid[0] = ParseGrid(head[0], "x", state);
+  request.grid[1] = ParseGrid(head[1], "y", state);
+  request.grid[2] = ParseGrid(head[2], "z", state);
+  request.stream = reinterpret_cast<void*>(static_cast<uintptr_t>(ParseHandle(head[3], "stream", state)));
+  request.kernel = FindLaunchKernel(state, function);
+  if (packed != nullptr) ParsePackedMetadata(state, packed);
+  request.num_warps = state.warps;
+  request.num_ctas = state.ctas;
+  request.shared_bytes = state.shared;
+  if (enter_hook != nullptr && HookIsLive(enter_hook) && !CallHook(enter_hook, launch_metadata)) return nullptr;
+
+  const uint32_t num_params = static_cast<uint32_t>(state.param_sizes.size());
+  uint64_t stack_slots[kStackSlots];
+  void* stack_params[kStackSlots];
+  std::vector<uint64_t> heap_slots;
+  std::vector<void*> heap_params;
+  uint64_t* slots = stack_slots;
+  void** params = stack_params;
+  if (num_params > kStackSlots) {
+    heap_slots.resize(num_params);
+    heap_params.resize(num_params);
+    slots = heap_slots.data();
+    params = heap_params.data();
+  }
+  PackContext pack;
+  pack.kernel = request.kernel.get();
+  pack.kernel_name = &state.kernel_name;
+  pack.arg_names = &state.arg_names;
+  pack.slots = slots;
+  pack.next = state.leading_slots;
+  pack.layout = state.signature.metadata.layout;
+  for (size_t i = 0; i < state.nodes.size(); ++i) {
+    PackArgument(state.nodes[i], kernel_args[i], static_cast<int>(i), &pack);
+  }
+  for (uint32_t i = 0; i < num_params; ++i) params[i] = &slots[i];
+  request.params = params;
+  request.param_sizes = state.param_sizes.data();
+  request.num_params = num_params;
+
+  // The launch itself runs without the GIL (the kernel runtime may block
+  // on a full queue; a submit hook may hand off to another thread).
+  std::string error_message;
+  ErrorKind error_kind = ErrorKind::kRuntime;
+  bool failed = false;
+  Py_BEGIN_ALLOW_THREADS
+  try {
+    Launch(*RuntimeAPI(), state.signature, request);
+  } catch (...) {
+    failed = true;
+    error_kind = DescribeCurrentException(&error_message);
+  }
+  Py_END_ALLOW_THREADS
+  if (failed) throw Error(error_kind, error_message);
+
+  if (exit_hook != nullptr && HookIsLive(exit_hook) && !CallHook(exit_hook, launch_metadata)) return nullptr;
+  Py_RETURN_NONE;
+}
+
 PyObject* Call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   LauncherState& state = *reinterpret_cast<PyLauncher*>(self)->state;
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
@@ -179,71 +254,124 @@ PyObject* Call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* k
                                    "launch_metadata, enter_hook, exit_hook, *kernel_args); got " +
                                    std::to_string(nargs) + " arguments");
       }
-      std::string names;
-      for (const std::string& name : state.arg_names) names += (names.empty() ? "" : ", ") + name;
       Fail(ErrorKind::kType, "devbridge: kernel '" + state.kernel_name + "' takes " +
-                                 std::to_string(state.nodes.size()) + " arguments (" + names + "), got " +
-                                 std::to_string(nargs - kFixedArgs));
+                                 std::to_string(state.nodes.size()) + " arguments (" + ArgNameList(state) +
+                                 "), got " + std::to_string(nargs - kFixedArgs));
     }
-    LaunchRequest request;
-    request.grid[0] = ParseGrid(args[0], "x", state);
-    request.grid[1] = ParseGrid(args[1], "y", state);
-    request.grid[2] = ParseGrid(args[2], "z", state);
-    request.stream = reinterpret_cast<void*>(static_cast<uintptr_t>(ParseHandle(args[3], "stream", state)));
-    request.kernel = FindLaunchKernel(state, ParseHandle(args[4], "function handle", state));
-    ParsePackedMetadata(state, args[5]);
-    request.num_warps = state.warps;
-    request.num_ctas = state.ctas;
-    request.shared_bytes = state.shared;
-    PyObject* launch_metadata = args[6];
-    PyObject* exit_hook = args[8];
-    if (HookIsLive(args[7]) && !CallHook(args[7], launch_metadata)) return nullptr;
+    return LaunchFromPython(state, args, ParseHandle(args[4], "function handle", state), args[5], args[6], args[7],
+                  args[8], args + kFixedArgs);
+  } catch (const PythonErrorAlreadySet&) {
+    return nullptr;
+  } catch (...) {
+    RaiseCurrentExceptionInPython();
+    return nullptr;
+  }
+}
 
-    const uint32_t num_params = static_cast<uint32_t>(state.param_sizes.size());
-    uint64_t stack_slots[kStackSlots];
-    void* stack_params[kStackSlots];
-    std::vector<uint64_t> heap_slots;
-    std::vector<void*> heap_params;
-    uint64_t* slots = stack_slots;
-    void** params = stack_params;
-    if (num_params > kStackSlots) {
-      heap_slots.resize(num_params);
-      heap_params.resize(num_params);
-      slots = heap_slots.data();
-      params = heap_params.data();
-    }
-    PackContext pack;
-    pack.kernel = request.kernel.get();
-    pack.kernel_name = &state.kernel_name;
-    pack.arg_names = &state.arg_names;
-    pack.slots = slots;
-    pack.next = state.leading_slots;
-    pack.layout = state.signature.metadata.layout;
-    for (size_t i = 0; i < state.nodes.size(); ++i) {
-      PackArgument(state.nodes[i], args[kFixedArgs + static_cast<Py_ssize_t>(i)], static_cast<int>(i), &pack);
-    }
-    for (uint32_t i = 0; i < num_params; ++i) params[i] = &slots[i];
-    request.params = params;
-    request.param_sizes = state.param_sizes.data();
-    request.num_params = num_params;
+// ---------------------------------------------------------------- bound launches
+//
+// launcher.bind(function): the launcher with its loaded kernel fixed, called
+// as (gx, gy, gz, stream, *kernel_args), with the launch metadata it was
+// built with and no launch hooks: the call shape of a static launcher
+// (Inductor's StaticallyLaunchedCudaKernel.run), for launches that never had
+// hooks or per-launch metadata to pass.
 
-    // The launch itself runs without the GIL (the kernel runtime may block
-    // on a full queue; a submit hook may hand off to another thread).
-    std::string error_message;
-    ErrorKind error_kind = ErrorKind::kRuntime;
-    bool failed = false;
-    Py_BEGIN_ALLOW_THREADS
-    try {
-      Launch(*RuntimeAPI(), state.signature, request);
-    } catch (...) {
-      failed = true;
-      error_kind = DescribeCurrentException(&error_message);
-    }
-    Py_END_ALLOW_THREADS
-    if (failed) throw Error(error_kind, error_message);
+constexpr Py_ssize_t kBoundFixedArgs = 4;  // gx gy gz stream
 
-    if (HookIsLive(exit_hook) && !CallHook(exit_hook, launch_metadata)) return nullptr;
-    Py_RETURN_NONE;
+struct PyBoundLaunch {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  PyObject* launcher;  // strong reference: owns the LauncherState
+  uint64_t function;
+};
+
+PyObject* CallBound(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  auto* bound = reinterpret_cast<PyBoundLaunch*>(self);
+  LauncherState& state = *reinterpret_cast<PyLauncher*>(bound->launcher)->state;
+  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  try {
+    if (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0) {
+      Fail(ErrorKind::kType, "devbridge: a bound launch takes positional arguments only");
+    }
+    if (nargs != kBoundFixedArgs + static_cast<Py_ssize_t>(state.nodes.size())) {
+      Fail(ErrorKind::kType, "devbridge: the bound launch of kernel '" + state.kernel_name +
+                                 "' is called as (gx, gy, gz, stream, " + ArgNameList(state) + "); got " +
+                                 std::to_string(nargs) + " arguments");
+    }
+    return LaunchFromPython(state, args, bound->function, nullptr, nullptr, nullptr, nullptr, args + kBoundFixedArgs);
+  } catch (const PythonErrorAlreadySet&) {
+    return nullptr;
+  } catch (...) {
+    RaiseCurrentExceptionInPython();
+    return nullptr;
+  }
+}
+
+void DeallocBound(PyObject* self) {
+  auto* bound = reinterpret_cast<PyBoundLaunch*>(self);
+  Py_XDECREF(bound->launcher);
+  PyTypeObject* type = Py_TYPE(self);
+  type->tp_free(self);
+  Py_DECREF(type);
+}
+
+PyObject* GetBoundFunction(PyObject* self, void*) {
+  return PyLong_FromUnsignedLongLong(reinterpret_cast<PyBoundLaunch*>(self)->function);
+}
+
+PyObject* GetBoundLauncher(PyObject* self, void*) {
+  PyObject* launcher = reinterpret_cast<PyBoundLaunch*>(self)->launcher;
+  Py_INCREF(launcher);
+  return launcher;
+}
+
+PyGetSetDef kBoundGetSet[] = {
+    {"function", &GetBoundFunction, nullptr, "The loaded kernel's function handle.", nullptr},
+    {"launcher", &GetBoundLauncher, nullptr, "The Launcher this launch was bound from.", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+PyMemberDef kBoundMembers[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, static_cast<Py_ssize_t>(offsetof(PyBoundLaunch, vectorcall)), READONLY,
+     nullptr},
+    {nullptr, 0, 0, 0, nullptr},
+};
+
+PyType_Slot kBoundSlots[] = {
+    {Py_tp_dealloc, reinterpret_cast<void*>(&DeallocBound)},
+    {Py_tp_call, reinterpret_cast<void*>(&PyVectorcall_Call)},
+    {Py_tp_getset, kBoundGetSet},
+    {Py_tp_members, kBoundMembers},
+    {Py_tp_doc, const_cast<char*>("A Launcher bound to one loaded kernel: (gx, gy, gz, stream, *kernel_args).")},
+    {0, nullptr},
+};
+
+PyType_Spec kBoundSpec = {
+    "devbridge.triton.BoundLaunch",
+    static_cast<int>(sizeof(PyBoundLaunch)),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    kBoundSlots,
+};
+
+PyTypeObject* g_bound_type = nullptr;
+
+PyObject* Bind(PyObject* self, PyObject* arg) {
+  LauncherState& state = *reinterpret_cast<PyLauncher*>(self)->state;
+  try {
+    const uint64_t function = ParseHandle(arg, "function handle", state);
+    FindLaunchKernel(state, function);  // refuse a handle devbridge did not load, now rather than at launch
+    if (g_bound_type == nullptr) {
+      g_bound_type = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&kBoundSpec));
+      if (g_bound_type == nullptr) return nullptr;
+    }
+    auto* bound = reinterpret_cast<PyBoundLaunch*>(g_bound_type->tp_alloc(g_bound_type, 0));
+    if (bound == nullptr) return nullptr;
+    bound->vectorcall = &CallBound;
+    Py_INCREF(self);
+    bound->launcher = self;
+    bound->function = function;
+    return reinterpret_cast<PyObject*>(bound);
   } catch (const PythonErrorAlreadySet&) {
     return nullptr;
   } catch (...) {
@@ -535,6 +663,9 @@ PyMethodDef kMethods[] = {
     {"_from_plan", &FromPlan, METH_VARARGS | METH_CLASS,
      "_from_plan(name, plan, arg_names, metadata): build from an argument plan (see "
      "src/launch/py_args.h) and a metadata mapping."},
+    {"bind", &Bind, METH_O,
+     "bind(function) -> BoundLaunch: this launcher with the loaded kernel `function` fixed, called as\n"
+     "(gx, gy, gz, stream, *kernel_args) with the metadata it was built with and no launch hooks."},
     {nullptr, nullptr, 0, nullptr},
 };
 

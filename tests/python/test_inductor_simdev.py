@@ -419,3 +419,110 @@ def test_a_launch_hook_installed_before_compiling_sees_every_plugin_launch(hook_
     finally:
         chain.remove(hook)
     assert len(seen) == 1 and seen[0].startswith("triton_"), seen
+
+
+# ------------------------------------------------------------- warm starts (static launches)
+
+WARM_START_SCRIPT = textwrap.dedent("""
+    import sys
+    import torch
+    import devbridge.inductor
+    from devbridge.inductor.static_launch import PluginStaticKernel
+    from torch._dynamo.utils import counters
+    from torch._inductor.runtime import triton_heuristics
+
+    devbridge.inductor.register()
+    compiles, loads = [], []
+    precompile_config = triton_heuristics.CachingAutotuner._precompile_config
+    load_kernel = PluginStaticKernel.load_kernel
+
+    def counting_compile(self, *args, **kwargs):
+        compiles.append(self.inductor_meta.get("kernel_name"))
+        return precompile_config(self, *args, **kwargs)
+
+    def counting_load(self, device):
+        loads.append(self.name)
+        return load_kernel(self, device)
+
+    triton_heuristics.CachingAutotuner._precompile_config = counting_compile
+    PluginStaticKernel.load_kernel = counting_load
+
+    def f(x, w):
+        return torch.softmax(x @ w * 2 + 1, dim=-1).sum(0)
+
+    x, w = torch.randn(32, 16), torch.randn(16, 16)
+    side = torch.Stream(device="simdev")
+    with side:
+        out = torch.compile(f, fullgraph=True)(x.to("simdev"), w.to("simdev"))
+        torch.testing.assert_close(out.cpu(), f(x, w), atol=1e-4, rtol=1e-4)
+    inductor = counters["inductor"]
+    print("RESULT", len(compiles), len(loads), inductor["triton_bundler_save_static_autotuner"],
+          inductor["triton_bundler_load_static_autotuner"], inductor["fxgraph_cache_hit"])
+""")
+
+
+def test_a_warm_start_restores_plugin_kernels_from_their_binaries_without_compiling(tmp_path):
+    """As cuda kernels through PyTorch's static CUDA launcher: the first process
+    compiles and saves its kernels with the FX graph as static launches; a
+    second process with the same caches loads each kernel's binary through
+    devbridge's driver and launches it with devbridge's bound launcher, with
+    no triton.compile (CachingAutotuner._precompile_config) and no worker."""
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"), TRITON_CACHE_DIR=str(tmp_path / "t"),
+               TORCHINDUCTOR_COMPILE_THREADS="1")
+    script = tmp_path / "warm_start.py"
+    script.write_text(WARM_START_SCRIPT)
+
+    def run_once():
+        done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
+        return [int(v) for v in done.stdout.split("RESULT")[-1].split()]
+
+    compiled, loaded, saved, restored, graph_hits = run_once()
+    assert compiled >= 1 and loaded == compiled and saved == 1 and restored == 0 and graph_hits == 0
+    compiled, loaded, saved, restored, graph_hits = run_once()
+    assert graph_hits == 1 and compiled == 0, "the warm start compiled kernels again"
+    assert restored >= 1 and loaded >= restored
+
+
+def test_a_launch_hook_keeps_plugin_kernels_on_tritons_launcher():
+    """A static launch calls no hooks: with one installed, the kernel keeps
+    Triton's launcher (the hook test above sees its launches), as PyTorch's
+    static CUDA launcher refuses too."""
+    from triton import knobs
+
+    from devbridge.inductor.static_launch import PluginStaticKernel
+
+    def hook(metadata):
+        pass
+
+    knobs.runtime.launch_enter_hook.add(hook)
+    try:
+        with pytest.raises(RuntimeError, match="launch hook is installed"):
+            PluginStaticKernel(object(), "/nonexistent")
+    finally:
+        knobs.runtime.launch_enter_hook.remove(hook)
+
+
+def test_plugin_kernels_are_launched_statically_by_devbridge():
+    from torch._inductor.runtime import triton_heuristics
+
+    launchers = []
+    make_launchers = triton_heuristics.CachingAutotuner._make_launchers
+
+    def recording(self, *args, **kwargs):
+        result = make_launchers(self, *args, **kwargs)
+        launchers.extend(self.launchers)
+        return result
+
+    def f(x):
+        return (x * 1.625 - 0.5).sigmoid()
+
+    x = torch.randn(256)
+    triton_heuristics.CachingAutotuner._make_launchers = recording
+    try:
+        torch.testing.assert_close(torch.compile(f, fullgraph=True)(x.to(DEVICE)).cpu(), f(x))
+    finally:
+        triton_heuristics.CachingAutotuner._make_launchers = make_launchers
+    assert launchers and all(getattr(launcher, "_is_static", False) for launcher in launchers)
+    runners = {type(launcher.__globals__["runner"]).__name__ for launcher in launchers}
+    assert runners == {"BoundLaunch"}, runners

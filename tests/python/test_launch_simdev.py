@@ -604,3 +604,64 @@ def test_the_launcher_describes_itself():
     assert launcher.param_sizes == (8, 4, 8, 8, 8)
     assert launcher.metadata["num_warps"] == 8 and launcher.metadata["shared"] == 1024
     assert isinstance(launcher, devbridge.triton.Launcher)
+
+
+# ---------------------------------------------------------------- bound launches (static-launch shape)
+
+BOUND_SIGNATURE = {"x": "*fp32", "y": "*fp32", "out": "*fp32", "n": "i32", "alpha": "fp32"}
+
+
+def bound_add(kernel):
+    return launch.launcher(BOUND_SIGNATURE, name="add", num_warps=4).bind(kernel.function)
+
+
+def test_a_bound_launch_takes_the_grid_stream_and_the_kernels_own_parameters():
+    kernel = load("add_f32")
+    n = 1000
+    x, y, out = simdev(torch.randn(n)), simdev(torch.randn(n)), simdev(torch.zeros(n))
+    bound = bound_add(kernel)
+    assert bound.function == kernel.function and bound.launcher.kernel_name == "add"
+    bound(math.ceil(n / 128), 1, 1, stream_of("simdev:0"), x, y, out, n, 0.5)
+    sync()
+    torch.testing.assert_close(out.cpu(), x.cpu() * 0.5 + y.cpu(), rtol=0, atol=0)
+
+
+def test_a_bound_launch_is_ordered_on_the_stream_it_is_given():
+    kernel = load("add_f32")
+    n = 4096
+    x, y = simdev(torch.ones(n)), simdev(torch.ones(n))
+    side = torch.Stream(device="simdev:0")
+    with torch.simdev.op_delay(20_000), side:
+        out = simdev(torch.zeros(n))
+        x.add_(1)  # queued on `side` before the kernel, slowed down
+        bound_add(kernel)(math.ceil(n / 128), 1, 1, side.native_handle, x, y, out, n, 1.0)
+        result = out.cpu()  # a copy on `side`: after the kernel
+    assert torch.all(result == 3)
+
+
+def test_a_bound_launch_refuses_a_handle_devbridge_did_not_load_and_bad_calls():
+    kernel = load("add_f32")
+    launcher = launch.launcher(BOUND_SIGNATURE, name="add")
+    with pytest.raises(ValueError, match="not a kernel loaded by devbridge"):
+        launcher.bind(123456789)
+    with pytest.raises(TypeError, match="non-negative int"):
+        launcher.bind("kernel")
+    bound = launcher.bind(kernel.function)
+    x = simdev(torch.ones(8))
+    with pytest.raises(TypeError, match=r"called as \(gx, gy, gz, stream, x, y, out, n, alpha\); got 6"):
+        bound(1, 1, 1, stream_of("simdev:0"), x, x)
+    with pytest.raises(TypeError, match="positional arguments only"):
+        bound(1, 1, 1, stream_of("simdev:0"), x, x, x, 8, alpha=1.0)
+    with pytest.raises(ValueError, match="grid x of kernel 'add' is -1"):
+        bound(-1, 1, 1, stream_of("simdev:0"), x, x, x, 8, 1.0)
+    with pytest.raises(ValueError, match="simdev:0"):
+        bound(1, 1, 1, stream_of("simdev:0"), x, torch.ones(8), x, 8, 1.0)
+
+
+def test_a_bound_launch_of_an_unloaded_kernel_is_refused():
+    kernel = load("add_f32")
+    bound = bound_add(kernel)
+    launch.unload(kernel.module)
+    x = simdev(torch.ones(8))
+    with pytest.raises(ValueError, match="not a kernel loaded by devbridge"):
+        bound(1, 1, 1, stream_of("simdev:0"), x, x, x, 8, 1.0)

@@ -87,7 +87,7 @@ def _install_runtime(name: str, hardware):
     """What loading, timing and launching compiled kernels needs (Inductor's
     runtime package): the device interface and the driver routing. Returns
     the interface and what was patched."""
-    from . import _torch_api, device_interface, driver_routing
+    from . import _torch_api, device_interface, driver_routing, static_launch
     from ..triton.hardware import INTERPRETER
 
     patched = []
@@ -99,6 +99,10 @@ def _install_runtime(name: str, hardware):
     patched.append("torch._inductor.runtime.triton_heuristics.CachingAutotuner."
                    f"{{{', '.join(_torch_api.DRIVER_METHODS)}}}: wrapped (devbridge's driver for {name!r} kernels; "
                    "empty Triton launch hooks left out of their launchers)")
+    static_launch.install(name)
+    patched.append("torch._inductor.runtime.triton_heuristics.StaticTritonCompileResult.{can_statically_launch, "
+                   f"reload_cubin_path}}: wrapped ({name!r} kernels launched statically by devbridge, restored "
+                   "from their binaries on a warm start)")
     if hardware.compiler == INTERPRETER:
         patched.append("autotuning on the interpreter target: the first config, untimed")
     return interface, patched

@@ -25,6 +25,13 @@ recipe these functions follow). Each function names what it touches:
            TritonCompileResult.make_launcher reads the launch hooks from
            (shadowed while a plugin kernel's launchers are built: see
            launch_hooks_burnt_in_when_empty)
+  static   torch._inductor.runtime.triton_heuristics.StaticTritonCompileResult:
+           can_statically_launch and reload_cubin_path (wrapped for plugin
+           kernels), CannotStaticallyLaunchKernel, triton_cache_dir,
+           triton_hash_to_path_key, log; hints.HeuristicType.USER_AUTOTUNE;
+           config.use_static_triton_launcher, cpp_wrapper,
+           static_launch_user_defined_triton_kernels,
+           strict_static_triton_launcher; triton_helpers.get_constexprs
   timing   torch._inductor.runtime.benchmarking.register_benchmarker and
            Benchmarker.benchmark_gpu(device_type=) (2.13 only; 2.11 has no
            registry, see register_benchmarker below)
@@ -331,6 +338,83 @@ def launch_hooks_burnt_in_when_empty():
             if _knobs_shadowed == 0 and _knobs_original is not None:
                 triton_heuristics.knobs = _knobs_original
                 _knobs_original = None
+
+
+# ------------------------------------------------------------------ static launches
+
+def install_static_launch(device: str, make_kernel, locate_binary) -> None:
+    """Plugin kernels take Inductor's static-launch path, which cuda kernels
+    take through PyTorch's StaticCudaLauncher: a compile result holding a
+    small picklable kernel (not Triton's CompiledKernel), which TritonBundler
+    saves with the FX graph and restores on a warm start without
+    triton.compile or a compile worker (TritonBundler.load_autotuners ->
+    StaticAutotunerFuture). Checked on 2.11.0 and 2.13.0; the device gate
+    (cuda/xpu/hip only) is the same in both.
+
+    Two methods of runtime.triton_heuristics.StaticTritonCompileResult are
+    wrapped, each only for kernels of `device`:
+      can_statically_launch(kernel, inductor_meta, triton_meta, heuristic_type)
+          (a staticmethod): make_kernel(kernel, reason) is called where
+          Inductor's own gates allow a static launch (config.
+          use_static_triton_launcher, no cpp_wrapper, user kernels only with
+          static_launch_user_defined_triton_kernels, no store_cubin); it
+          returns the kernel or raises CannotStaticallyLaunchKernel, which is
+          logged and falls back to Triton's launcher as for cuda.
+      reload_cubin_path(self): its file name uses GPU_KERNEL_BIN_EXTS, which
+          knows cuda/hip/xpu only; locate_binary(kernel, triton_cache_dir)
+          finds (or rewrites) the binary instead."""
+    import os
+
+    import torch._inductor.config as config
+    from torch._inductor.runtime import triton_heuristics
+    from torch._inductor.runtime.hints import HeuristicType
+
+    result_class = triton_heuristics.StaticTritonCompileResult
+    original = result_class.__dict__["can_statically_launch"].__func__
+    if getattr(original, "_devbridge_device", None) == device:
+        return
+    refusal = triton_heuristics.CannotStaticallyLaunchKernel
+    original_reload = result_class.reload_cubin_path
+
+    def can_statically_launch(kernel, inductor_meta, triton_meta, heuristic_type):
+        if triton_meta.get("device_type") != device:
+            return original(kernel, inductor_meta, triton_meta, heuristic_type)
+        if not config.use_static_triton_launcher:
+            return None
+        try:
+            if config.cpp_wrapper:
+                raise refusal("Cpp wrapper enabled")
+            if heuristic_type == HeuristicType.USER_AUTOTUNE and not config.static_launch_user_defined_triton_kernels:
+                raise refusal("User defined triton kernel")
+            if inductor_meta.get("store_cubin"):
+                raise refusal("store_cubin is enabled")
+            cache_dir = triton_heuristics.triton_cache_dir(triton_meta.get("device", 0))
+            return make_kernel(kernel, os.path.join(cache_dir, triton_heuristics.triton_hash_to_path_key(kernel.hash)),
+                               refusal)
+        except refusal as error:
+            triton_heuristics.log.info("devbridge: %s kernel not launched statically: %s", device, error)
+            if config.strict_static_triton_launcher:
+                raise
+            return None
+
+    def reload_cubin_path(self):
+        if self.compile_meta.get("device_type") != device:
+            return original_reload(self)
+        cache_dir = triton_heuristics.triton_cache_dir(self.compile_meta.get("device", 0) or 0)
+        locate_binary(self.kernel, os.path.join(cache_dir, triton_heuristics.triton_hash_to_path_key(self.kernel.hash)))
+        return None
+
+    can_statically_launch._devbridge_device = device
+    result_class.can_statically_launch = staticmethod(can_statically_launch)
+    result_class.reload_cubin_path = reload_cubin_path
+
+
+def declared_constexprs(jit_fn) -> list[int]:
+    """Positions of the parameters a @triton.jit function declares
+    tl.constexpr (Inductor's triton_helpers.get_constexprs, 2.11 and 2.13)."""
+    from torch._inductor.runtime.triton_helpers import get_constexprs
+
+    return get_constexprs(jit_fn)
 
 
 # ------------------------------------------------------------------ timing

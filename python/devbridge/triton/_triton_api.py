@@ -105,3 +105,11 @@ def launch_hook_is_empty(hook) -> bool:
         return True
     chain_type = hook_chain_type()
     return chain_type is not None and type(hook) is chain_type and not hook.calls
+
+
+def launch_hooks():
+    """(enter, exit): the launch hooks installed process-wide
+    (triton.knobs.runtime.launch_enter_hook / launch_exit_hook; public)."""
+    from triton import knobs
+
+    return knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
