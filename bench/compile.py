@@ -1,10 +1,16 @@
-"""torch.compile on cudadev vs torch.compile on cuda, same process, same GPU,
-same inputs and weights (bench/README.md).
+"""torch.compile on cudadev vs torch.compile on cuda, same GPU, same inputs
+and weights (bench/README.md).
 
-Per model: the steady-state time of one compiled iteration on each device
-(median of batches, each batch synchronized once) and their ratio, target
+Forward models run in one process: cuda and cudadev samples alternate (the
+host is shared and noisy), and each device's value is the median of the
+samples, with the median of the per-pair ratios and their spread; target
 <= 1.05 x cuda; models small enough to be launch-bound are reported apart
-(no target: their time is Python and launch overhead, not kernels). Then
+(no target: their time is Python and launch overhead, not kernels). For the
+GPT block, a per-kernel table of GPU time on each device (torch.profiler).
+Train steps run each device in a process of its own, alternating (torch
+2.11's autograd engine asserts on a cuda backward beside a PrivateUse1
+backend, so the cuda peer runs without a plugin loaded), same seed and
+inputs; target <= 1.02 x cuda (GPT block), <= 1.05 x (conv block). Then
 compile time of the GPT block forward, cold (empty Inductor and Triton
 caches) and warm (Dynamo reset, the same caches).
 
@@ -14,6 +20,7 @@ caches) and warm (Dynamo reset, the same caches).
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import datetime
 import json
@@ -21,6 +28,7 @@ import os
 import pathlib
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -29,19 +37,27 @@ from typing import Callable
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests" / "python"))
-CACHE = pathlib.Path(tempfile.mkdtemp(prefix="devbridge-bench-compile-"))
+CACHE = pathlib.Path(os.environ.get("DEVBRIDGE_BENCH_CACHE") or tempfile.mkdtemp(prefix="devbridge-bench-compile-"))
 os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(CACHE / "inductor")
 os.environ["TRITON_CACHE_DIR"] = str(CACHE / "triton")
 
 import torch  # noqa: E402
-import torch_cudadev  # noqa: E402,F401  (claims PrivateUse1; installs devbridge)
+import torch.nn.functional as F  # noqa: E402
 
 import compile_cases as cases  # noqa: E402
-import devbridge  # noqa: E402
-import devbridge.inductor  # noqa: E402
 from machine_info import cpu_model, git_commit  # noqa: E402
 
 TARGET = 1.05
+TRAIN_TARGET = {"block": 1.02, "conv": 1.05}
+
+
+def load_plugin() -> None:
+    """cudadev, where it is measured (a child process measuring cuda loads no plugin)."""
+    import torch_cudadev  # noqa: F401  (claims PrivateUse1; installs devbridge)
+
+    import devbridge.inductor
+
+    devbridge.inductor.register()
 
 
 def synchronize(device: str) -> None:
@@ -51,35 +67,52 @@ def synchronize(device: str) -> None:
         torch.accelerator.synchronize()
 
 
-def steady_state_ms(step, device: str, iterations: int, repeats: int) -> tuple[float, list[float]]:
-    for _ in range(3):
+def batch_ms(step, device: str, iterations: int) -> float:
+    began = time.perf_counter()
+    for _ in range(iterations):
         step()
     synchronize(device)
-    samples = []
-    for _ in range(repeats):
-        began = time.perf_counter()
-        for _ in range(iterations):
+    return (time.perf_counter() - began) * 1e3 / iterations
+
+
+def alternating_ms(steps: dict, iterations: int, pairs: int) -> dict:
+    """Samples of each device's step, alternating device by device (the
+    order flips every pair): {device: samples}."""
+    for device, step in steps.items():
+        for _ in range(3):
             step()
         synchronize(device)
-        samples.append((time.perf_counter() - began) * 1e3 / iterations)
-    return statistics.median(samples), samples
+    samples = {device: [] for device in steps}
+    order = list(steps)
+    for pair in range(pairs):
+        for device in (order if pair % 2 == 0 else order[::-1]):
+            samples[device].append(batch_ms(steps[device], device, iterations))
+    return samples
 
 
-def device_ms(step, device: str, iterations: int = 5) -> float | None:
-    """GPU kernel time of one iteration (torch.profiler's CUDA activity sees
-    the kernels of both devices): apart from host-side overhead."""
-    try:
-        from torch.profiler import ProfilerActivity, profile
-    except ImportError:
-        return None
+def kernel_times_us(step, device: str, iterations: int = 5) -> dict:
+    """GPU time per iteration of each kernel (torch.profiler's CUDA activity
+    sees the kernels of both devices): {kernel name: us}."""
+    from torch.profiler import ProfilerActivity, profile
+
     step()
     synchronize(device)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(iterations):
             step()
         synchronize(device)
-    total_us = sum(getattr(e, "self_device_time_total", 0.0) for e in prof.key_averages())
-    return total_us / 1e3 / iterations
+    times = collections.defaultdict(float)
+    for event in prof.key_averages():
+        total = getattr(event, "self_device_time_total", 0.0)
+        if total > 0:
+            times[event.key] += total / iterations
+    return dict(times)
+
+
+def ratio_summary(samples: dict) -> dict:
+    pair_ratios = [b / a for a, b in zip(samples["cuda"], samples["cudadev"])]
+    return {"median": statistics.median(pair_ratios), "min": min(pair_ratios), "max": max(pair_ratios),
+            "pairs": len(pair_ratios)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,16 +147,13 @@ def models() -> list[Model]:
         fn = torch.compile(model)
         return lambda: fn(x)
 
-    def block_train(device):
-        # torch 2.11's autograd engine cannot run torch.cuda backward in a process
-        # with a PrivateUse1 backend (test_cudadev_ops.py's xfail): cudadev only.
-        torch.set_grad_enabled(True)
-        model = cases.Block(768, 12).to(device)
-        model.load_state_dict({k: v.to(device) for k, v in _weights(lambda: cases.Block(768, 12)).items()})
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-        x, target = cases.to((cases._randn(8, 512, 768), cases._randn(8, 512, 768, seed=1)), device)
-        step = torch.compile(cases.train_step)
-        return lambda: step(model, optimizer, x, target)
+    def conv_forward(device):
+        torch.set_grad_enabled(False)
+        model = ConvBlock().to(device).eval()
+        model.load_state_dict({k: v.to(device) for k, v in _weights(ConvBlock).items()})
+        x = cases._randn(*CONV_INPUT).to(device)
+        fn = torch.compile(model)
+        return lambda: fn(x)
 
     def block_forward_eager(device):
         # What the plugin's own operators (cudadev's aliases of torch's CUDA
@@ -136,8 +166,25 @@ def models() -> list[Model]:
             Model("MLP 32-64-32, batch 64", True, mlp_small),
             Model("GPT block 768/12 heads, 8x512 tokens, forward (inference)", False, block_forward,
                   eager=block_forward_eager),
-            Model("GPT block 768/12 heads, 8x512 tokens, train step (fwd+bwd+AdamW)", False, block_train,
-                  devices=("cudadev",))]
+            Model("ResNet basic block 64 channels, 32x56x56, forward (inference)", False, conv_forward)]
+
+
+class ConvBlock(torch.nn.Module):
+    """A ResNet basic block: conv3x3-BN-ReLU-conv3x3-BN, residual, ReLU."""
+
+    def __init__(self, channels=64):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn1 = torch.nn.BatchNorm2d(channels)
+        self.conv2 = torch.nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn2 = torch.nn.BatchNorm2d(channels)
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        return F.relu(x + self.bn2(self.conv2(y)))
+
+
+CONV_INPUT = (32, 64, 56, 56)
 
 _weight_cache: dict = {}
 
@@ -168,10 +215,68 @@ def row(name, value, unit, *, target=None, target_met=None, **extra):
     return {"name": name, "value": value, "unit": unit, "target": target, "target_met": target_met, **extra}
 
 
-def run(iterations: int, repeats: int) -> tuple[list[dict], dict]:
+# ---------------------------------------------------------------- train steps, a process per device
+
+def train_step_child(model_name: str, device: str, iterations: int, repeats: int) -> dict:
+    """One device's compiled train step (fwd + bwd + AdamW, eager foreach
+    optimizer), in this process alone: samples and the loss it reached."""
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
-    devbridge.inductor.register()
+    if device != "cuda":
+        load_plugin()
+    torch.manual_seed(0)
+    if model_name == "block":
+        model = cases.Block(768, 12)
+        shape = (8, 512, 768)
+    else:
+        model = ConvBlock()
+        shape = CONV_INPUT
+    model = model.to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+    x, target = cases.to((cases._randn(*shape), cases._randn(*shape, seed=1)), device)
+    compiled = torch.compile(model)
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        loss = F.mse_loss(compiled(x), target)
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+
+    began = time.perf_counter()
+    step()
+    synchronize(device)
+    first = (time.perf_counter() - began) * 1e3
+    for _ in range(3):
+        step()
+    synchronize(device)
+    samples = [batch_ms(step, device, iterations) for _ in range(repeats)]
+    return {"samples": samples, "value": statistics.median(samples), "loss": float(step().cpu()),
+            "first_step_ms": first}
+
+
+def train_steps(model_name: str, pairs: int, iterations: int) -> dict:
+    """Alternating child processes, one device each: {device: [child results]}."""
+    results = {"cuda": [], "cudadev": []}
+    for pair in range(pairs):
+        for device in (("cuda", "cudadev") if pair % 2 == 0 else ("cudadev", "cuda")):
+            env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0",
+                       DEVBRIDGE_BENCH_CACHE=str(CACHE / f"train-{model_name}-{device}"))
+            done = subprocess.run([sys.executable, __file__, "--child-train", model_name, "--child-device", device,
+                                   "--iterations", str(iterations), "--repeats", "3"],
+                                  env=env, capture_output=True, text=True, timeout=600)
+            if done.returncode != 0:
+                raise RuntimeError(f"train step child {model_name}/{device} failed:\n{done.stderr[-4000:]}")
+            results[device].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return results
+
+
+def run(iterations: int, repeats: int, pairs: int) -> tuple[list[dict], dict]:
+    import devbridge
+
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    load_plugin()
     rows = []
     # Compile times first, on empty caches (the steady-state runs fill them).
     for device in ("cuda", "cudadev"):
@@ -183,46 +288,84 @@ def run(iterations: int, repeats: int) -> tuple[list[dict], dict]:
                         device=device))
         rows.append(row(f"compile, GPT block forward, warm caches: {device}", warm, "ms", group="compile",
                         device=device))
+    kernels = {}
     for model in models():
         name, launch_bound = model.name, model.launch_bound
-        times = {}
+        torch._dynamo.reset()
+        steps = {device: model.make(device) for device in model.devices}
+        samples = alternating_ms(steps, iterations, pairs)
         for device in model.devices:
-            torch._dynamo.reset()
-            step = model.make(device)
-            value, samples = steady_state_ms(step, device, iterations, repeats)
-            times[device] = value
-            rows.append(row(f"{name}: torch.compile on {device}", value, "ms/iter", group="steady state",
-                            device=device, launch_bound=launch_bound, samples=samples))
-            if not launch_bound:
-                rows.append(row(f"{name}: GPU kernel time on {device} (profiler)", device_ms(step, device),
-                                "ms/iter", group="device time", device=device))
-        if model.eager is not None:
+            rows.append(row(f"{name}: torch.compile on {device}", statistics.median(samples[device]), "ms/iter",
+                            group="steady state", device=device, launch_bound=launch_bound,
+                            samples=samples[device]))
+        if not launch_bound:
+            per_kernel = {device: kernel_times_us(step, device) for device, step in steps.items()}
+            kernels[name] = per_kernel
             for device in model.devices:
-                value, _ = steady_state_ms(model.eager(device), device, iterations, repeats)
-                rows.append(row(f"{name}: eager on {device}", value, "ms/iter", group="eager", device=device))
-        if "cuda" not in times:
-            continue  # no peer in this process
-        ratio = times["cudadev"] / times["cuda"]
+                rows.append(row(f"{name}: GPU kernel time on {device} (profiler)",
+                                sum(per_kernel[device].values()) / 1e3, "ms/iter", group="device time",
+                                device=device))
+            gpu_ratio = sum(per_kernel["cudadev"].values()) / sum(per_kernel["cuda"].values())
+            rows.append(row(f"{name}: GPU kernel time ratio cudadev/cuda", gpu_ratio, "ratio", target="<= 1.02",
+                            target_met=gpu_ratio <= 1.02, group="device time"))
+        if model.eager is not None:
+            eager = alternating_ms({device: model.eager(device) for device in model.devices}, iterations, 3)
+            for device in model.devices:
+                rows.append(row(f"{name}: eager on {device}", statistics.median(eager[device]), "ms/iter",
+                                group="eager", device=device))
+        summary = ratio_summary(samples)
         if launch_bound:
-            rows.append(row(f"{name}: ratio cudadev/cuda (launch-bound, reported apart)", ratio, "ratio",
-                            group="steady state", launch_bound=True))
+            rows.append(row(f"{name}: ratio cudadev/cuda (launch-bound, reported apart)", summary["median"], "ratio",
+                            group="steady state", launch_bound=True, spread=summary))
         else:
-            rows.append(row(f"{name}: ratio cudadev/cuda", ratio, "ratio", target=f"<= {TARGET}",
-                            target_met=ratio <= TARGET, group="steady state", launch_bound=False))
+            rows.append(row(f"{name}: ratio cudadev/cuda", summary["median"], "ratio", target=f"<= {TARGET}",
+                            target_met=summary["median"] <= TARGET, group="steady state", launch_bound=False,
+                            spread=summary))
+    for model_name, label in (("block", "GPT block 768/12 heads, 8x512 tokens"),
+                              ("conv", "ResNet basic block 64 channels, 32x56x56")):
+        results = train_steps(model_name, pairs, iterations)
+        samples = {device: [r["value"] for r in results[device]] for device in results}
+        for device in results:
+            rows.append(row(f"{label}, train step (compiled fwd+bwd, AdamW foreach): torch.compile on {device}, "
+                            "a process of its own", statistics.median(samples[device]), "ms/iter", group="train step",
+                            device=device, samples=samples[device], loss=results[device][-1]["loss"]))
+        summary = ratio_summary(samples)
+        target = TRAIN_TARGET[model_name]
+        rows.append(row(f"{label}, train step: ratio cudadev/cuda", summary["median"], "ratio", target=f"<= {target}",
+                        target_met=summary["median"] <= target, group="train step", spread=summary,
+                        loss_cuda=results["cuda"][-1]["loss"], loss_cudadev=results["cudadev"][-1]["loss"]))
     for kind in ("cold", "warm"):
         value = {r["device"]: r["value"] for r in rows if r["group"] == "compile" and f"{kind} caches" in r["name"]}
-        rows.append(row(f"compile, GPT block forward, {kind}: ratio cudadev/cuda", value["cudadev"] / value["cuda"],
-                        "ratio", group="compile"))
+        ratio = value["cudadev"] / value["cuda"]
+        extra = {"target": "<= 1.2", "target_met": ratio <= 1.2} if kind == "warm" else {}
+        rows.append(row(f"compile, GPT block forward, {kind}: ratio cudadev/cuda", ratio, "ratio", group="compile",
+                        **extra))
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "cpu": cpu_model(), "logical_cpus": os.cpu_count(), "gpu": torch.cuda.get_device_name(0),
         "torch": torch.__version__, "python": platform.python_version(), "devbridge": devbridge.__version__,
-        "commit": git_commit(), "iterations": iterations, "repeats": repeats,
+        "commit": git_commit(), "iterations": iterations, "pairs": pairs, "kernels": kernels,
     }  # fmt: skip
     import triton
 
     meta["triton"] = triton.__version__
     return rows, meta
+
+
+def kernel_table(meta: dict) -> str:
+    lines = []
+    for model, per_device in meta.get("kernels", {}).items():
+        cuda, cudadev = per_device.get("cuda", {}), per_device.get("cudadev", {})
+        lines += ["", f"## GPU time per kernel: {model} (us per iteration)", "",
+                  "| kernel | cuda | cudadev | cudadev/cuda |", "|---|---:|---:|---:|"]
+        for name in sorted(set(cuda) | set(cudadev), key=lambda n: -max(cuda.get(n, 0), cudadev.get(n, 0))):
+            a, b = cuda.get(name), cudadev.get(name)
+            ratio = f"{b / a:.3f}" if a and b else ("only on cudadev" if b else "only on cuda")
+            lines.append(f"| `{name[:90]}` | {'' if a is None else f'{a:.1f}'} | "
+                         f"{'' if b is None else f'{b:.1f}'} | {ratio} |")
+        lines.append(f"| total | {sum(cuda.values()):.1f} | {sum(cudadev.values()):.1f} | "
+                     f"{sum(cudadev.values()) / max(sum(cuda.values()), 1e-9):.3f} |")
+    return "\n".join(lines) + "\n"
 
 
 def table(rows: list[dict], meta: dict) -> str:
@@ -231,8 +374,11 @@ def table(rows: list[dict], meta: dict) -> str:
     for r in rows:
         met = "" if r["target"] is None else ("met" if r["target_met"] else "NOT MET")
         value = "n/a" if r["value"] is None else f"{r['value']:.4g}"
+        spread = r.get("spread")
+        if spread:
+            value += f" (pairs {spread['min']:.3f}-{spread['max']:.3f}, n={spread['pairs']})"
         lines.append(f"| {r['name']} | {value} | {r['unit']} | {r['target'] or ''} | {met} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + kernel_table(meta)
 
 
 def plot(rows: list[dict], meta: dict, path: pathlib.Path) -> str | None:
@@ -243,7 +389,7 @@ def plot(rows: list[dict], meta: dict, path: pathlib.Path) -> str | None:
         import matplotlib.pyplot as plt
     except ImportError as error:
         return f"matplotlib is not available ({error})"
-    steady = [r for r in rows if r["group"] == "steady state" and r["unit"] == "ms/iter"]
+    steady = [r for r in rows if r["group"] in ("steady state", "train step") and r["unit"] == "ms/iter"]
     names = list(dict.fromkeys(r["name"].split(": torch.compile")[0] for r in steady))
     figure, axis = plt.subplots(figsize=(10, 4.5))
     width = 0.38
@@ -267,8 +413,14 @@ def main() -> int:
     parser.add_argument("--results-dir", type=pathlib.Path, default=HERE / "results")
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--pairs", type=int, default=7, help="alternating cuda/cudadev samples (at least 5)")
+    parser.add_argument("--child-train", choices=("block", "conv"), help=argparse.SUPPRESS)
+    parser.add_argument("--child-device", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    rows, meta = run(args.iterations, args.repeats)
+    if args.child_train:
+        print(json.dumps(train_step_child(args.child_train, args.child_device, args.iterations, args.repeats)))
+        return 0
+    rows, meta = run(args.iterations, args.repeats, args.pairs)
     args.results_dir.mkdir(parents=True, exist_ok=True)
     stem = args.results_dir / f"compile_{args.machine}"
     stem.with_suffix(".json").write_text(json.dumps({**meta, "machine": args.machine, "rows": rows}, indent=1))

@@ -20,6 +20,7 @@ void BindRuntime(pybind11::module_& module);
 void BindDLPack(pybind11::module_& module);
 void BindProtocol(pybind11::module_& module);
 void BindLaunch(pybind11::module_& module);
+void BindAllocation(pybind11::module_& module);
 
 }  // namespace python
 }  // namespace devbridge

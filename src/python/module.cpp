@@ -77,4 +77,5 @@ PYBIND11_MODULE(_C, module) {
   devbridge::python::BindDLPack(module);
   devbridge::python::BindProtocol(module);
   devbridge::python::BindLaunch(module);
+  devbridge::python::BindAllocation(module);
 }

@@ -526,3 +526,50 @@ def test_plugin_kernels_are_launched_statically_by_devbridge():
     assert launchers and all(getattr(launcher, "_is_static", False) for launcher in launchers)
     runners = {type(launcher.__globals__["runner"]).__name__ for launcher in launchers}
     assert runners == {"BoundLaunch"}, runners
+
+
+# ------------------------------------------------------------- what the wrapper and the graph passes make
+
+def test_buffers_are_allocated_by_devbridges_fast_path_on_the_current_device():
+    def f(x):
+        return (x.sin() @ x.T).cos()  # an extern mm between two kernels: intermediate buffers
+
+    x = torch.randn(32, 32)
+    with torch.accelerator.device_index(1):
+        out, code = run_and_get_code(torch.compile(f, fullgraph=True), x.to("simdev:1"))
+    text = "\n".join(code)
+    assert "from devbridge._C import plugin_empty_strided as empty_strided_simdev" in text
+    assert "empty_strided_simdev((32, 32), (32, 1), torch.float32)" in text
+    call = text[text.index("def call("):]
+    assert "empty_strided(" not in call.replace("empty_strided_simdev(", ""), call[:3000]
+    assert out.device == torch.device("simdev:1")
+    torch.testing.assert_close(out.cpu(), f(x), atol=1e-4, rtol=1e-4)
+
+
+def test_plugin_empty_strided_refuses_bad_arguments_with_the_problem_named():
+    from devbridge import _C
+
+    t = _C.plugin_empty_strided((3, 4), (1, 3), torch.float16)
+    assert (t.device.type, t.shape, t.stride(), t.dtype) == ("simdev", (3, 4), (1, 3), torch.float16)
+    with pytest.raises(ValueError, match="size has 1 dimensions but stride 2"):
+        _C.plugin_empty_strided((3,), (1, 2), torch.float32)
+    with pytest.raises(TypeError, match="dtype must be a torch.dtype, got str"):
+        _C.plugin_empty_strided((3,), (1,), "float32")
+    with pytest.raises(TypeError, match=r"size\[1\] must be an int, got float"):
+        _C.plugin_empty_strided((3, 1.5), (1, 1), torch.float32)
+    with pytest.raises(TypeError, match="takes 3 arguments"):
+        _C.plugin_empty_strided((3,), (1,))
+    with pytest.raises(RuntimeError):
+        _C.plugin_empty_strided((-1,), (1,), torch.float32)
+
+
+def test_softmax_takes_its_online_form_as_on_cuda():
+    """Inductor rewrites softmax into one pass (prepare_softmax_online) for
+    cuda and xpu only; the plugin device gets the same kernel."""
+    def f(x):
+        return torch.softmax(x * 2 + 1, dim=-1)
+
+    x = torch.randn(16, 128)
+    out, code = run_and_get_code(torch.compile(f, fullgraph=True), x.to(DEVICE))
+    assert "prepare_softmax_online" in "\n".join(code)
+    torch.testing.assert_close(out.cpu(), f(x), atol=1e-5, rtol=1e-5)

@@ -140,6 +140,9 @@ def register(device: str | None = None) -> str:
         patched.append(f"torch._inductor.utils.GPU_TYPES: + {name!r}; get_gpu_type replaced where bound")
         _torch_api.accept_triton(name)
         patched.append("torch.utils._triton.has_triton: replaced where bound (true with Triton importable)")
+        _torch_api.online_softmax_for(name)
+        patched.append("torch._inductor.fx_passes.post_grad.prepare_softmax_extra_check: replaced (softmax in "
+                       f"its online form on {name!r} too, as on cuda)")
         how = _torch_api.register_benchmarker(name)
         patched.append(f"torch._inductor.runtime.benchmarking: {how}")
         _patched[:] = patched

@@ -14,6 +14,9 @@ recipe these functions follow). Each function names what it touches:
            get_scheduling_for_device, register_device_op_overrides,
            DeviceOpOverrides; codegen.triton: TritonScheduling, TritonKernel
            (gen_common_triton_imports); codegen.wrapper: PythonWrapperCodegen
+           (subclassed: create, write_header, make_allocation,
+           codegen_python_shape_tuple); config.test_configs.
+           track_memory_lifecycle
   gates    torch._inductor.utils.GPU_TYPES (appended in place) and
            get_gpu_type (replaced where bound); torch.utils._triton.has_triton
            (replaced where bound)
@@ -25,6 +28,8 @@ recipe these functions follow). Each function names what it touches:
            TritonCompileResult.make_launcher reads the launch hooks from
            (shadowed while a plugin kernel's launchers are built: see
            launch_hooks_burnt_in_when_empty)
+  rewrites torch._inductor.fx_passes.post_grad.prepare_softmax_extra_check
+           (replaced: online softmax for the plugin device too)
   static   torch._inductor.runtime.triton_heuristics.StaticTritonCompileResult:
            can_statically_launch and reload_cubin_path (wrapped for plugin
            kernels), CannotStaticallyLaunchKernel, triton_cache_dir,
@@ -74,6 +79,15 @@ def device_op_overrides_base():
     from torch._inductor.codegen.common import DeviceOpOverrides
 
     return DeviceOpOverrides
+
+
+def tracking_allocations() -> bool:
+    """Inductor's test mode that tracks every buffer's lifetime
+    (config.test_configs.track_memory_lifecycle, 2.11 and 2.13): its own
+    allocation line is kept then."""
+    from torch._inductor import config
+
+    return bool(getattr(config.test_configs, "track_memory_lifecycle", False))
 
 
 def triton_scheduling_classes():
@@ -338,6 +352,35 @@ def launch_hooks_burnt_in_when_empty():
             if _knobs_shadowed == 0 and _knobs_original is not None:
                 triton_heuristics.knobs = _knobs_original
                 _knobs_original = None
+
+
+# ------------------------------------------------------------------ the same graph rewrites as cuda
+
+def online_softmax_for(device: str) -> str:
+    """Inductor rewrites softmax into its online form (one pass computing max
+    and sum, inductor_prims.prepare_softmax_online) only for "cuda" and "xpu"
+    tensors (fx_passes.post_grad.prepare_softmax_extra_check), although the
+    rewrite is plain Triton: the plugin device gets it too, under the same
+    config.online_softmax. The check is captured when post_grad.lazy_init
+    registers the pattern (once per input device, at the first post-grad
+    pass), so this runs at register(), before any compile. Checked on 2.11.0
+    and 2.13.0. Returns what was done."""
+    from torch._inductor import config
+    from torch._inductor.fx_passes import post_grad
+
+    original = post_grad.prepare_softmax_extra_check
+    if getattr(original, "_devbridge_device", None) == device:
+        return "already"
+
+    def prepare_softmax_extra_check(match):
+        value = match.kwargs["x"].meta["val"]
+        if value.device.type == device:
+            return bool(config.online_softmax)
+        return original(match)
+
+    prepare_softmax_extra_check._devbridge_device = device
+    post_grad.prepare_softmax_extra_check = prepare_softmax_extra_check
+    return "replaced"
 
 
 # ------------------------------------------------------------------ static launches
