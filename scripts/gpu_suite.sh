@@ -10,8 +10,9 @@
 # builds first): a comma list of "tests" (checks and test suites), "bench"
 # (the benchmarks), "compile" (only the torch.compile tests, simdev's and
 # cudadev's, the torch.compile benchmark and the cudadev DLPack rows), "profile" (where the host time of
-# torch.compile steps goes, bench/compile_profile.py; only when named);
-# unset, tests and bench.
+# torch.compile steps goes, bench/compile_profile.py; only when named),
+# "cudadev" (cudadev's own test suite alone), "compile_bench" (the
+# torch.compile benchmark alone); unset, tests and bench.
 #
 # Every step writes its own log under $OUT and records its exit status in
 # $OUT/summary.txt; a failing step does not stop the later ones. The script
@@ -186,7 +187,7 @@ want tests && step check_cudadev 120 bash -c '"$0" -m devbridge check --device c
 
 # One xdist worker: a crash in one test is reported as that test's failure
 # (the worker is restarted) instead of ending the whole run.
-want tests && step pytest_cudadev 300 "${PYTEST[@]}" -n 1 --max-worker-restart=20 "$ROOT/plugins/cudadev/tests/python" \
+{ want tests || want cudadev; } && step pytest_cudadev 300 "${PYTEST[@]}" -n 1 --max-worker-restart=20 "$ROOT/plugins/cudadev/tests/python" \
   --junitxml="$OUT/junit_cudadev.xml"
 # The launcher benchmark: devbridge's launcher and kernel[grid] on cudadev vs
 # upstream Triton, PyTorch's static launcher and a bare cuLaunchKernel, same
@@ -204,7 +205,7 @@ want tests && step pytest_gpu 240 --no-tests-ok env DEVBRIDGE_TEST_PLUGIN=torch_
 # (bench/compile_profile.py); only when named, never in the default run.
 [[ ,$PART, == *,profile,* ]] && step bench_compile_profile 300 "$PY" "$ROOT/bench/compile_profile.py" \
   --plugin torch_cudadev --devices cuda,cudadev --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT"
-{ want bench || want compile; } && step bench_compile 300 "$PY" "$ROOT/bench/compile.py" \
+{ want bench || want compile || want compile_bench; } && step bench_compile 480 "$PY" "$ROOT/bench/compile.py" \
   --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT"
 
 echo "==> summary ($(($(date +%s) - START))s, logs in $OUT)"
