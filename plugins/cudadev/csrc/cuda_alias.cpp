@@ -51,6 +51,26 @@ at::Tensor tensor_over(c10::Storage storage, c10::DispatchKey key, const at::Ten
   return tensor;
 }
 
+// What a CUDA alias needs of a cudadev tensor.
+void check_aliasable(const at::Tensor& cudadev_tensor, c10::DeviceIndex device) {
+  TORCH_CHECK(cudadev_tensor.layout() == c10::kStrided,
+              "cudadev: operators support strided tensors only, got layout ",
+              cudadev_tensor.layout());
+  TORCH_CHECK(cudadev_tensor.has_storage(),
+              "cudadev: the tensor has no storage (a tensor subclass or wrapper?); cudadev runs "
+              "CUDA kernels on tensors that own cudadev memory.");
+  TORCH_INTERNAL_ASSERT(cudadev_tensor.device() == c10::Device(kCudadev, device),
+                        "cudadev: CUDA aliases for cudadev:", static_cast<int>(device),
+                        " got a tensor on ", cudadev_tensor.device());
+}
+
+// Deleter of a DirectAliases alias storage's DataPtr: the context is a
+// reference to the cudadev StorageImpl, released from a c10::Storage (one
+// allocation fewer per alias than a heap-allocated Storage).
+void release_storage_impl(void* context) noexcept {
+  c10::intrusive_ptr<c10::StorageImpl>::reclaim(static_cast<c10::StorageImpl*>(context));
+}
+
 bool same_geometry(const at::Tensor& a, const at::Tensor& b) {
   return a.sizes().equals(b.sizes()) && a.strides().equals(b.strides()) &&
          a.storage_offset() == b.storage_offset();
@@ -112,15 +132,7 @@ at::Tensor AliasScope::to_cuda(const at::Tensor& cudadev_tensor) {
       return pair.alias;
     }
   }
-  TORCH_CHECK(cudadev_tensor.layout() == c10::kStrided,
-              "cudadev: operators support strided tensors only, got layout ",
-              cudadev_tensor.layout());
-  TORCH_CHECK(cudadev_tensor.has_storage(),
-              "cudadev: the tensor has no storage (a tensor subclass or wrapper?); cudadev runs "
-              "CUDA kernels on tensors that own cudadev memory.");
-  TORCH_INTERNAL_ASSERT(cudadev_tensor.device() == c10::Device(kCudadev, device_),
-                        "cudadev: AliasScope of cudadev:", static_cast<int>(device_),
-                        " got a tensor on ", cudadev_tensor.device());
+  check_aliasable(cudadev_tensor, device_);
   at::Tensor alias =
       tensor_over(alias_storage_for(cudadev_tensor.storage()), c10::DispatchKey::CUDA, cudadev_tensor);
   tensors_.push_back(TensorPair{cudadev_tensor, alias});
@@ -186,6 +198,47 @@ at::Tensor AliasScope::to_cudadev(const at::Tensor& result) {
               "cudadev: the CUDA kernel returned a ", result.layout(),
               " tensor; cudadev supports strided tensors only.");
   return tensor_over(cudadev_storage_for(result.storage()), c10::DispatchKey::PrivateUse1, result);
+}
+
+at::Tensor DirectAliases::to_cuda(const at::Tensor& cudadev_tensor) {
+  const c10::TensorImpl* tensor_impl = cudadev_tensor.unsafeGetTensorImpl();
+  for (int i = 0; i < num_tensors_; ++i) {
+    if (cudadev_tensors_[i] == tensor_impl) {
+      return alias_tensors_[i];
+    }
+  }
+  check_aliasable(cudadev_tensor, device_);
+  TORCH_INTERNAL_ASSERT(num_tensors_ < kMaxTensors, "cudadev: DirectAliases holds at most ",
+                        kMaxTensors, " tensors");
+  const c10::Storage& cudadev_storage = cudadev_tensor.storage();
+  c10::StorageImpl* storage_impl = cudadev_storage.unsafeGetStorageImpl();
+  c10::Storage alias_storage;
+  for (int i = 0; i < num_storages_; ++i) {
+    if (cudadev_storages_[i] == storage_impl) {
+      alias_storage = alias_storages_[i];
+      break;
+    }
+  }
+  if (!alias_storage) {
+    // mutable_data() materialises a copy-on-write storage first, as in
+    // AliasScope: a kernel writing through the alias never writes into memory
+    // another tensor shares.
+    void* data = storage_impl->mutable_data();
+    const size_t nbytes = storage_impl->nbytes();
+    c10::DataPtr data_ptr(data, c10::Storage(cudadev_storage).unsafeReleaseStorageImpl(),
+                          &release_storage_impl, c10::Device(c10::DeviceType::CUDA, device_));
+    alias_storage = c10::Storage(c10::make_intrusive<c10::StorageImpl>(
+        c10::StorageImpl::use_byte_size_t(), nbytes, std::move(data_ptr), /*allocator=*/nullptr,
+        /*resizable=*/false));
+    cudadev_storages_[num_storages_] = storage_impl;
+    alias_storages_[num_storages_] = alias_storage;
+    ++num_storages_;
+  }
+  at::Tensor alias = tensor_over(std::move(alias_storage), c10::DispatchKey::CUDA, cudadev_tensor);
+  cudadev_tensors_[num_tensors_] = tensor_impl;
+  alias_tensors_[num_tensors_] = alias;
+  ++num_tensors_;
+  return alias;
 }
 
 }  // namespace cudadev

@@ -18,6 +18,7 @@
 // that grows its output (e.g. torch.arange into an empty tensor) gets cudadev
 // memory, which write_back() moves into the cudadev storage.
 
+#include <array>
 #include <utility>
 #include <vector>
 
@@ -69,6 +70,38 @@ class AliasScope {
   std::vector<TensorPair> tensors_;
   // Fresh CUDA storages already adopted in this scope (outputs sharing one).
   std::vector<std::pair<c10::StorageImpl*, c10::Storage>> adopted_;
+};
+
+// CUDA aliases for the kernels cudadev calls directly on its hot paths
+// (matmul.cpp): the same aliases as an AliasScope makes (one alias storage per
+// cudadev storage, one alias per cudadev tensor, so CUDA's overlap and
+// identity checks see what they would see on torch.cuda tensors), without its
+// bookkeeping (no heap vectors, nothing to write back). For calls whose CUDA
+// kernel neither resizes nor re-points its tensors: alias storages are not
+// resizable, so a kernel that tries raises instead of giving a cudadev tensor
+// memory cudadev does not know. Callers check that up front (e.g. an out=
+// tensor already of the result's shape) and use an AliasScope otherwise.
+class DirectAliases {
+ public:
+  explicit DirectAliases(c10::DeviceIndex device) : device_(device) {}
+  DirectAliases(const DirectAliases&) = delete;
+  DirectAliases& operator=(const DirectAliases&) = delete;
+
+  // The CUDA alias of a cudadev tensor on this device (the same TensorImpl
+  // for the same cudadev tensor). An alias keeps the cudadev storage alive.
+  at::Tensor to_cuda(const at::Tensor& cudadev_tensor);
+
+  // The most tensors one call aliases (addmm.out: self, mat1, mat2, out).
+  static constexpr int kMaxTensors = 4;
+
+ private:
+  c10::DeviceIndex device_;
+  int num_storages_ = 0;
+  int num_tensors_ = 0;
+  std::array<const c10::StorageImpl*, kMaxTensors> cudadev_storages_{};
+  std::array<c10::Storage, kMaxTensors> alias_storages_;
+  std::array<const c10::TensorImpl*, kMaxTensors> cudadev_tensors_{};
+  std::array<at::Tensor, kMaxTensors> alias_tensors_;
 };
 
 }  // namespace cudadev
