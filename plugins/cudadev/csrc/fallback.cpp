@@ -1,7 +1,7 @@
 // The one boxed fallback for PrivateUse1: every operator cudadev does not
-// implement itself (everything except tensor_ops.cpp and copy.cpp) runs
-// torch's CUDA kernel for it, on cudadev's memory and cudadev's current
-// stream.
+// implement itself (everything except tensor_ops.cpp, copy.cpp, matmul.cpp
+// and convolution.cpp) runs torch's CUDA kernel for it, on cudadev's memory
+// and cudadev's current stream.
 //
 // For one call:
 //  1. find the cudadev device from the tensor and device arguments; reject
