@@ -54,9 +54,17 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
   if (has_bias) {
     bias_alias = scope.to_cuda(*bias);
   }
-  const at::Tensor output =
-      at::convolution(scope.to_cuda(input), scope.to_cuda(weight), bias_alias, stride, padding,
-                      dilation, transposed, output_padding, groups);
+  // The output's memory format is the input's, the rule torch's fake/meta
+  // convolution applies to devices other than cuda (torch.compile checks the
+  // strides it predicted with it); cuDNN would give channels-last whenever
+  // the input *or* the weight is, so a weight in another format than the
+  // input is passed in the input's.
+  const at::MemoryFormat format = input.suggest_memory_format();
+  at::Tensor weight_alias = scope.to_cuda(weight);
+  if (weight.suggest_memory_format() != format) weight_alias = weight_alias.contiguous(format);
+  at::Tensor output = at::convolution(scope.to_cuda(input), weight_alias, bias_alias, stride, padding,
+                                      dilation, transposed, output_padding, groups);
+  if (!output.is_contiguous(format)) output = output.contiguous(format);
   scope.write_back();
   return scope.to_cudadev(output);
 }

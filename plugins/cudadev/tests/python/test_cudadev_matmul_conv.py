@@ -452,6 +452,18 @@ def test_channels_last_convolution_keeps_cudas_memory_format():
     check_like_cuda(results["cudadev"], results["cuda"])
 
 
+def test_a_channels_last_weight_gives_the_inputs_memory_format_as_torch_predicts():
+    """torch's fake convolution predicts the input's memory format for a
+    device other than cuda (torch.compile asserts those strides); cuDNN alone
+    would answer channels-last for a channels-last weight."""
+    x, w, bias, params = convolution_arguments("2d", "cudadev")
+    w = w.contiguous(memory_format=torch.channels_last)
+    out = torch.convolution(x, w, bias, *params)
+    assert out.is_contiguous()
+    expected = torch.convolution(x.cpu().double(), w.cpu().double(), bias.cpu().double(), *params)
+    torch.testing.assert_close(out.cpu().double(), expected, atol=1e-4, rtol=1e-4)
+
+
 MASKS = [(True, True, True), (True, False, False), (False, True, True), (False, False, True)]
 
 
