@@ -17,6 +17,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/convolution.h>
+#include <ATen/native/ConvUtils.h>
 #include <ATen/ops/convolution_backward.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -38,6 +39,20 @@ namespace {
 // dtype of the convolution inside cudadev's kernel.
 using NoAutocast = c10::impl::ExcludeDispatchKeyGuard;
 
+// The memory format torch predicts for these operators' results on a
+// PrivateUse1 device: FakeTensor (torch.compile, AOTAutograd) asks ATen for
+// the backend's format, and the Overrideable backend's is contiguous, where
+// cuDNN answers channels-last whenever the input or the weight is. Compiled
+// graphs assert the strides they predicted, so a result in cuDNN's format is
+// copied into the predicted one (a copy torch.compile on cuda does not pay:
+// its prediction for cuda is cuDNN's own).
+at::Tensor in_predicted_format(const at::Tensor& result, const at::Tensor& input, const at::Tensor& weight) {
+  if (!result.defined()) return result;
+  const at::MemoryFormat format =
+      at::native::_determine_backend_memory_format(input, weight, at::native::ConvBackend::Overrideable);
+  return result.is_contiguous(format) ? result : result.contiguous(format);
+}
+
 at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
                                     const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
                                     c10::IntArrayRef padding, c10::IntArrayRef dilation,
@@ -54,17 +69,9 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
   if (has_bias) {
     bias_alias = scope.to_cuda(*bias);
   }
-  // The output's memory format is the input's, the rule torch's fake/meta
-  // convolution applies to devices other than cuda (torch.compile checks the
-  // strides it predicted with it); cuDNN would give channels-last whenever
-  // the input *or* the weight is, so a weight in another format than the
-  // input is passed in the input's.
-  const at::MemoryFormat format = input.suggest_memory_format();
-  at::Tensor weight_alias = scope.to_cuda(weight);
-  if (weight.suggest_memory_format() != format) weight_alias = weight_alias.contiguous(format);
-  at::Tensor output = at::convolution(scope.to_cuda(input), weight_alias, bias_alias, stride, padding,
-                                      dilation, transposed, output_padding, groups);
-  if (!output.is_contiguous(format)) output = output.contiguous(format);
+  at::Tensor output = at::convolution(scope.to_cuda(input), scope.to_cuda(weight), bias_alias, stride,
+                                      padding, dilation, transposed, output_padding, groups);
+  output = in_predicted_format(output, input, weight);
   scope.write_back();
   return scope.to_cudadev(output);
 }
@@ -95,6 +102,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   auto [grad_input, grad_weight, grad_bias] = at::convolution_backward(
       scope.to_cuda(grad_output), scope.to_cuda(input), scope.to_cuda(weight), bias_sizes_opt,
       stride, padding, dilation, transposed, output_padding, groups, output_mask);
+  grad_input = in_predicted_format(grad_input, input, weight);
+  grad_weight = in_predicted_format(grad_weight, input, weight);
   scope.write_back();
   return {scope.to_cudadev(grad_input), scope.to_cudadev(grad_weight),
           scope.to_cudadev(grad_bias)};
