@@ -264,15 +264,18 @@ def train_steps(model_name: str, pairs: int, iterations: int) -> dict:
                        DEVBRIDGE_BENCH_CACHE=str(CACHE / f"train-{model_name}-{device}"))
             done = subprocess.run([sys.executable, __file__, "--child-train", model_name, "--child-device", device,
                                    "--iterations", str(iterations), "--repeats", "3"],
-                                  env=env, capture_output=True, text=True, timeout=600)
+                                  env=env, capture_output=True, text=True, timeout=240)
             if done.returncode != 0:
                 raise RuntimeError(f"train step child {model_name}/{device} failed:\n{done.stderr[-4000:]}")
             results[device].append(json.loads(done.stdout.strip().splitlines()[-1]))
     return results
 
 
-def run(iterations: int, repeats: int, pairs: int) -> tuple[list[dict], dict]:
+def run(iterations: int, repeats: int, pairs: int, train_pairs: int, save) -> tuple[list[dict], dict]:
+    """The measurements; save(rows, meta) is called after each model, so a
+    run cut short still leaves what it measured."""
     import devbridge
+    import triton
 
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
@@ -289,6 +292,20 @@ def run(iterations: int, repeats: int, pairs: int) -> tuple[list[dict], dict]:
         rows.append(row(f"compile, GPT block forward, warm caches: {device}", warm, "ms", group="compile",
                         device=device))
     kernels = {}
+    meta = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "cpu": cpu_model(), "logical_cpus": os.cpu_count(), "gpu": torch.cuda.get_device_name(0),
+        "torch": torch.__version__, "python": platform.python_version(), "devbridge": devbridge.__version__,
+        "commit": git_commit(), "iterations": iterations, "pairs": pairs, "train_pairs": train_pairs,
+        "kernels": kernels, "triton": triton.__version__,
+    }  # fmt: skip
+    for kind in ("cold", "warm"):
+        value = {r["device"]: r["value"] for r in rows if r["group"] == "compile" and f"{kind} caches" in r["name"]}
+        ratio = value["cudadev"] / value["cuda"]
+        extra = {"target": "<= 1.2", "target_met": ratio <= 1.2} if kind == "warm" else {}
+        rows.append(row(f"compile, GPT block forward, {kind}: ratio cudadev/cuda", ratio, "ratio", group="compile",
+                        **extra))
+    save(rows, meta)
     for model in models():
         name, launch_bound = model.name, model.launch_bound
         torch._dynamo.reset()
@@ -321,9 +338,10 @@ def run(iterations: int, repeats: int, pairs: int) -> tuple[list[dict], dict]:
             rows.append(row(f"{name}: ratio cudadev/cuda", summary["median"], "ratio", target=f"<= {TARGET}",
                             target_met=summary["median"] <= TARGET, group="steady state", launch_bound=False,
                             spread=summary))
+        save(rows, meta)
     for model_name, label in (("block", "GPT block 768/12 heads, 8x512 tokens"),
                               ("conv", "ResNet basic block 64 channels, 32x56x56")):
-        results = train_steps(model_name, pairs, iterations)
+        results = train_steps(model_name, train_pairs, iterations)
         samples = {device: [r["value"] for r in results[device]] for device in results}
         for device in results:
             rows.append(row(f"{label}, train step (compiled fwd+bwd, AdamW foreach): torch.compile on {device}, "
@@ -334,21 +352,7 @@ def run(iterations: int, repeats: int, pairs: int) -> tuple[list[dict], dict]:
         rows.append(row(f"{label}, train step: ratio cudadev/cuda", summary["median"], "ratio", target=f"<= {target}",
                         target_met=summary["median"] <= target, group="train step", spread=summary,
                         loss_cuda=results["cuda"][-1]["loss"], loss_cudadev=results["cudadev"][-1]["loss"]))
-    for kind in ("cold", "warm"):
-        value = {r["device"]: r["value"] for r in rows if r["group"] == "compile" and f"{kind} caches" in r["name"]}
-        ratio = value["cudadev"] / value["cuda"]
-        extra = {"target": "<= 1.2", "target_met": ratio <= 1.2} if kind == "warm" else {}
-        rows.append(row(f"compile, GPT block forward, {kind}: ratio cudadev/cuda", ratio, "ratio", group="compile",
-                        **extra))
-    meta = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "cpu": cpu_model(), "logical_cpus": os.cpu_count(), "gpu": torch.cuda.get_device_name(0),
-        "torch": torch.__version__, "python": platform.python_version(), "devbridge": devbridge.__version__,
-        "commit": git_commit(), "iterations": iterations, "pairs": pairs, "kernels": kernels,
-    }  # fmt: skip
-    import triton
-
-    meta["triton"] = triton.__version__
+        save(rows, meta)
     return rows, meta
 
 
@@ -413,21 +417,26 @@ def main() -> int:
     parser.add_argument("--results-dir", type=pathlib.Path, default=HERE / "results")
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--pairs", type=int, default=7, help="alternating cuda/cudadev samples (at least 5)")
+    parser.add_argument("--pairs", type=int, default=5, help="alternating cuda/cudadev samples (at least 5)")
+    parser.add_argument("--train-pairs", type=int, default=3, help="alternating cuda/cudadev train-step processes")
     parser.add_argument("--child-train", choices=("block", "conv"), help=argparse.SUPPRESS)
     parser.add_argument("--child-device", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_train:
         print(json.dumps(train_step_child(args.child_train, args.child_device, args.iterations, args.repeats)))
         return 0
-    rows, meta = run(args.iterations, args.repeats, args.pairs)
     args.results_dir.mkdir(parents=True, exist_ok=True)
     stem = args.results_dir / f"compile_{args.machine}"
-    stem.with_suffix(".json").write_text(json.dumps({**meta, "machine": args.machine, "rows": rows}, indent=1))
-    text = table(rows, meta)
-    stem.with_suffix(".md").write_text(text)
+
+    def save(rows, meta):
+        stem.with_suffix(".json").write_text(json.dumps({**meta, "machine": args.machine, "rows": rows}, indent=1))
+        stem.with_suffix(".md").write_text(table(rows, meta))
+        plot(rows, meta, stem.with_suffix(".png"))
+        print(f"saved {len(rows)} rows", flush=True)
+
+    rows, meta = run(args.iterations, args.repeats, args.pairs, args.train_pairs, save)
+    print(table(rows, meta))
     problem = plot(rows, meta, stem.with_suffix(".png"))
-    print(text)
     if problem:
         print(problem)
     return 0
