@@ -24,6 +24,7 @@ from torch._dynamo.testing import CompileCounterWithBackend  # noqa: E402
 from torch._inductor.utils import run_and_get_code  # noqa: E402
 
 import compile_cases as cases  # noqa: E402
+from inductor_support import private_inductor, reset_dynamo_around_test  # noqa: E402
 from launch_support import skip_without_simdev  # noqa: E402
 
 pytestmark = skip_without_simdev
@@ -32,28 +33,11 @@ DEVICE = "simdev"
 
 @pytest.fixture(scope="module", autouse=True)
 def inductor_for_simdev(tmp_path_factory):
-    """A cache of this module's own (devbridge's state is in no cache key) and
-    in-process compiles (the subprocess workers have tests of their own)."""
-    cache = tmp_path_factory.mktemp("inductor-cache")
-    saved = {k: os.environ.get(k) for k in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache / "inductor")
-    os.environ["TRITON_CACHE_DIR"] = str(cache / "triton")
-    with torch._inductor.config.patch(compile_threads=1):
-        devbridge.inductor.register()
+    with private_inductor(tmp_path_factory.mktemp("inductor-cache")):
         yield
-    torch.simdev.set_op_delay_us(0)
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch.simdev.set_op_delay_us(0)
+fresh_dynamo = pytest.fixture(autouse=True)(reset_dynamo_around_test)
 
 
 

@@ -8,18 +8,16 @@ compared with the same steps in eager mode on the CPU and on simdev."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 import torch.nn.functional as F
 
 pytest.importorskip("triton", reason="Triton is not installed: pip install triton==3.7.1")
 
-import devbridge.inductor  # noqa: E402
 from torch._inductor.utils import run_and_get_code  # noqa: E402
 
 import compile_cases as cases  # noqa: E402
+from inductor_support import private_inductor, reset_dynamo_around_test  # noqa: E402
 from launch_support import skip_without_simdev  # noqa: E402
 
 pytestmark = skip_without_simdev
@@ -29,28 +27,11 @@ STEPS = 3
 
 @pytest.fixture(scope="module", autouse=True)
 def inductor_for_simdev(tmp_path_factory):
-    """As in test_inductor_simdev.py: a private cache (devbridge's state is in
-    no cache key) and in-process compiles."""
-    cache = tmp_path_factory.mktemp("inductor-cache")
-    saved = {k: os.environ.get(k) for k in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache / "inductor")
-    os.environ["TRITON_CACHE_DIR"] = str(cache / "triton")
-    with torch._inductor.config.patch(compile_threads=1):
-        devbridge.inductor.register()
+    with private_inductor(tmp_path_factory.mktemp("inductor-cache")):
         yield
-    torch.simdev.set_op_delay_us(0)
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch.simdev.set_op_delay_us(0)
+fresh_dynamo = pytest.fixture(autouse=True)(reset_dynamo_around_test)
 
 
 class ConvNet(torch.nn.Module):

@@ -312,13 +312,6 @@ _knobs_shadowed = 0  # plugin-kernel launcher builds in progress, all threads
 _knobs_original = None
 
 
-def _launch_hooks_empty(knobs) -> bool:
-    from ..triton._triton_api import launch_hook_is_empty
-
-    return launch_hook_is_empty(knobs.runtime.launch_enter_hook) and launch_hook_is_empty(
-        knobs.runtime.launch_exit_hook)
-
-
 @contextlib.contextmanager
 def launch_hooks_burnt_in_when_empty():
     """While a plugin kernel's launchers are built (CachingAutotuner.
@@ -337,10 +330,12 @@ def launch_hooks_burnt_in_when_empty():
     global _knobs_shadowed, _knobs_original
     from torch._inductor.runtime import triton_heuristics
 
+    from ..triton._triton_api import launch_hooks_empty
+
     with _knobs_lock:
         if _knobs_shadowed == 0:
             knobs = getattr(triton_heuristics, "knobs", None)
-            if knobs is not None and _launch_hooks_empty(knobs):
+            if knobs is not None and launch_hooks_empty(knobs.runtime):
                 _knobs_original = knobs
                 triton_heuristics.knobs = _KnobsWithoutLaunchHooks(knobs)
         _knobs_shadowed += 1
@@ -397,15 +392,16 @@ def install_static_launch(device: str, make_kernel, locate_binary) -> None:
     Two methods of runtime.triton_heuristics.StaticTritonCompileResult are
     wrapped, each only for kernels of `device`:
       can_statically_launch(kernel, inductor_meta, triton_meta, heuristic_type)
-          (a staticmethod): make_kernel(kernel, reason) is called where
+          (a staticmethod): make_kernel(kernel, binary_dir, refusal) is called where
           Inductor's own gates allow a static launch (config.
           use_static_triton_launcher, no cpp_wrapper, user kernels only with
           static_launch_user_defined_triton_kernels, no store_cubin); it
           returns the kernel or raises CannotStaticallyLaunchKernel, which is
           logged and falls back to Triton's launcher as for cuda.
       reload_cubin_path(self): its file name uses GPU_KERNEL_BIN_EXTS, which
-          knows cuda/hip/xpu only; locate_binary(kernel, triton_cache_dir)
-          finds (or rewrites) the binary instead."""
+          knows cuda/hip/xpu only; locate_binary(kernel, binary_dir) finds
+          (or rewrites) the binary instead. binary_dir is Triton's cache
+          directory of the kernel's hash."""
     import os
 
     import torch._inductor.config as config
@@ -419,6 +415,10 @@ def install_static_launch(device: str, make_kernel, locate_binary) -> None:
     refusal = triton_heuristics.CannotStaticallyLaunchKernel
     original_reload = result_class.reload_cubin_path
 
+    def binary_dir(device_index, kernel_hash) -> str:
+        return os.path.join(triton_heuristics.triton_cache_dir(device_index or 0),
+                            triton_heuristics.triton_hash_to_path_key(kernel_hash))
+
     def can_statically_launch(kernel, inductor_meta, triton_meta, heuristic_type):
         if triton_meta.get("device_type") != device:
             return original(kernel, inductor_meta, triton_meta, heuristic_type)
@@ -431,9 +431,7 @@ def install_static_launch(device: str, make_kernel, locate_binary) -> None:
                 raise refusal("User defined triton kernel")
             if inductor_meta.get("store_cubin"):
                 raise refusal("store_cubin is enabled")
-            cache_dir = triton_heuristics.triton_cache_dir(triton_meta.get("device", 0))
-            return make_kernel(kernel, os.path.join(cache_dir, triton_heuristics.triton_hash_to_path_key(kernel.hash)),
-                               refusal)
+            return make_kernel(kernel, binary_dir(triton_meta.get("device", 0), kernel.hash), refusal)
         except refusal as error:
             triton_heuristics.log.info("devbridge: %s kernel not launched statically: %s", device, error)
             if config.strict_static_triton_launcher:
@@ -443,9 +441,7 @@ def install_static_launch(device: str, make_kernel, locate_binary) -> None:
     def reload_cubin_path(self):
         if self.compile_meta.get("device_type") != device:
             return original_reload(self)
-        cache_dir = triton_heuristics.triton_cache_dir(self.compile_meta.get("device", 0) or 0)
-        locate_binary(self.kernel, os.path.join(cache_dir, triton_heuristics.triton_hash_to_path_key(self.kernel.hash)))
-        return None
+        locate_binary(self.kernel, binary_dir(self.compile_meta.get("device", 0), self.kernel.hash))
 
     can_statically_launch._devbridge_device = device
     result_class.can_statically_launch = staticmethod(can_statically_launch)

@@ -42,10 +42,9 @@ class PluginStaticKernel:
 
     def __init__(self, kernel, binary_dir: str, refusal=RuntimeError) -> None:
         from devbridge.triton import _describe
-        from devbridge.triton._triton_api import launch_hook_is_empty, launch_hooks
+        from devbridge.triton._triton_api import launch_hooks_empty
 
-        enter, exit_ = launch_hooks()
-        if not (launch_hook_is_empty(enter) and launch_hook_is_empty(exit_)):
+        if not launch_hooks_empty():
             raise refusal("a Triton launch hook is installed (a static launch calls none)")
         src = kernel.src
         try:
@@ -54,7 +53,7 @@ class PluginStaticKernel:
             raise refusal(str(error)) from error
         self.name = src.fn.__name__
         self.binary_ext = _binary_ext(kernel)
-        self.cubin_path = os.path.join(binary_dir, f"{self.name}.{self.binary_ext}")
+        self.cubin_path = self._binary_path(binary_dir)
         if not os.path.exists(self.cubin_path):
             raise refusal(f"binary not found in Triton's cache: {self.cubin_path}")
         self.cubin_raw = kernel.kernel
@@ -74,10 +73,13 @@ class PluginStaticKernel:
         self.n_regs = self.n_spills = None
         self.module = self.function = None
 
+    def _binary_path(self, binary_dir: str) -> str:
+        return os.path.join(binary_dir, f"{self.name}.{self.binary_ext}")
+
     def locate(self, binary_dir: str) -> None:
         """Point at the binary in `binary_dir` (Triton's cache of this
         kernel's hash), writing it there from cubin_raw if it is missing."""
-        path = os.path.join(binary_dir, f"{self.name}.{self.binary_ext}")
+        path = self._binary_path(binary_dir)
         if not os.path.exists(path):
             if self.cubin_raw is None:
                 raise RuntimeError(f"devbridge: the binary of kernel '{self.name}' is not at {path} and was not "
@@ -103,8 +105,6 @@ class PluginStaticKernel:
         if image is None:
             with open(self.cubin_path, "rb") as f:
                 image = f.read()
-        if isinstance(image, str):
-            image = image.encode()
         driver = devbridge.triton.driver()
         module, function, n_regs, n_spills, _ = driver.utils.load_binary(self.entry, image, self.shared, device)
         self.module, self.function, self.n_regs, self.n_spills = module, function, n_regs, n_spills
@@ -134,16 +134,8 @@ class PluginStaticKernel:
         return state
 
 
-def make_kernel(kernel, binary_dir: str, refusal):
-    return PluginStaticKernel(kernel, binary_dir, refusal)
-
-
-def locate_binary(kernel, binary_dir: str) -> None:
-    kernel.locate(binary_dir)
-
-
 def install(device: str) -> None:
-    _torch_api.install_static_launch(device, make_kernel, locate_binary)
+    _torch_api.install_static_launch(device, PluginStaticKernel, PluginStaticKernel.locate)
 
 
 __all__ = ["PluginStaticKernel", "install"]

@@ -107,9 +107,11 @@ def launch_hook_is_empty(hook) -> bool:
     return chain_type is not None and type(hook) is chain_type and not hook.calls
 
 
-def launch_hooks():
-    """(enter, exit): the launch hooks installed process-wide
-    (triton.knobs.runtime.launch_enter_hook / launch_exit_hook; public)."""
-    from triton import knobs
+def launch_hooks_empty(runtime=None) -> bool:
+    """Neither launch hook is installed in `runtime` (a triton.knobs.runtime,
+    the process's own by default: launch_enter_hook / launch_exit_hook, public)."""
+    if runtime is None:
+        from triton import knobs
 
-    return knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
+        runtime = knobs.runtime
+    return launch_hook_is_empty(runtime.launch_enter_hook) and launch_hook_is_empty(runtime.launch_exit_hook)
