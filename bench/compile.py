@@ -255,7 +255,7 @@ def train_step_child(model_name: str, device: str, iterations: int, repeats: int
             "first_step_ms": first}
 
 
-def train_steps(model_name: str, pairs: int, iterations: int) -> dict:
+def train_steps(model_name: str, pairs: int, iterations: int, repeats: int) -> dict:
     """Alternating child processes, one device each: {device: [child results]}."""
     results = {"cuda": [], "cudadev": []}
     for pair in range(pairs):
@@ -263,7 +263,7 @@ def train_steps(model_name: str, pairs: int, iterations: int) -> dict:
             env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0",
                        DEVBRIDGE_BENCH_CACHE=str(CACHE / f"train-{model_name}-{device}"))
             done = subprocess.run([sys.executable, __file__, "--child-train", model_name, "--child-device", device,
-                                   "--iterations", str(iterations), "--repeats", "3"],
+                                   "--iterations", str(iterations), "--repeats", str(repeats)],
                                   env=env, capture_output=True, text=True, timeout=240)
             if done.returncode != 0:
                 raise RuntimeError(f"train step child {model_name}/{device} failed:\n{done.stderr[-4000:]}")
@@ -341,7 +341,7 @@ def run(iterations: int, repeats: int, pairs: int, train_pairs: int, save) -> tu
         save(rows, meta)
     for model_name, label in (("block", "GPT block 768/12 heads, 8x512 tokens"),
                               ("conv", "ResNet basic block 64 channels, 32x56x56")):
-        results = train_steps(model_name, train_pairs, iterations)
+        results = train_steps(model_name, train_pairs, iterations, repeats)
         samples = {device: [r["value"] for r in results[device]] for device in results}
         for device in results:
             rows.append(row(f"{label}, train step (compiled fwd+bwd, AdamW foreach): torch.compile on {device}, "
@@ -416,7 +416,7 @@ def main() -> int:
     parser.add_argument("--machine", default="h200")
     parser.add_argument("--results-dir", type=pathlib.Path, default=HERE / "results")
     parser.add_argument("--iterations", type=int, default=20)
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--repeats", type=int, default=3, help="samples in each train-step process")
     parser.add_argument("--pairs", type=int, default=5, help="alternating cuda/cudadev samples (at least 5)")
     parser.add_argument("--train-pairs", type=int, default=3, help="alternating cuda/cudadev train-step processes")
     parser.add_argument("--child-train", choices=("block", "conv"), help=argparse.SUPPRESS)
