@@ -109,3 +109,33 @@ def test_compiled_conv_net_trains_like_eager_on_a_side_stream_in_order():
     # schema does not mark running_mean/running_var as written, so the
     # fallback does not copy them back. Compare the parameters only.
     assert_same_state(model, eager_model, keys=[name for name, _ in model.named_parameters()])
+
+
+def test_channels_last_layout_optimization_keeps_convolutions_channels_last():
+    """Inductor's layout optimization (channels-last activations around every
+    convolution, as it does on GPUs) traces simdev's convolutions with the
+    layout they really return (devbridge.inductor.declare_convolution_format):
+    a graph asserts their results channels-last and needs no copy into a
+    contiguous layout between a convolution and the next kernel."""
+    from torch._inductor import config
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = torch.nn.Conv2d(4, 8, 3, padding=1, bias=False)
+            self.conv2 = torch.nn.Conv2d(8, 8, 3, padding=1, bias=False)
+
+        def forward(self, x):
+            return self.conv2(F.relu(self.conv1(x))) + 1
+
+    torch.manual_seed(0)
+    block = Block().eval()
+    x = cases._randn(2, 4, 6, 6, seed=2)
+    expected = block(x)
+    block = block.to(DEVICE)
+    with torch.no_grad(), config.patch(force_layout_optimization=True):
+        out, code = run_and_get_code(torch.compile(block, fullgraph=True), x.to(DEVICE))
+    code = "\n".join(code)
+    torch.testing.assert_close(out.cpu(), expected, atol=1e-5, rtol=1e-5)
+    # The first convolution's result, (2, 8, 6, 6), asserted in channels-last strides.
+    assert "(2, 8, 6, 6), (288, 1, 48, 8)" in code, code[:4000]

@@ -17,7 +17,6 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/convolution.h>
-#include <ATen/native/ConvUtils.h>
 #include <ATen/ops/convolution_backward.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -39,17 +38,34 @@ namespace {
 // dtype of the convolution inside cudadev's kernel.
 using NoAutocast = c10::impl::ExcludeDispatchKeyGuard;
 
-// The memory format torch predicts for these operators' results on a
-// PrivateUse1 device: FakeTensor (torch.compile, AOTAutograd) asks ATen for
-// the backend's format, and the Overrideable backend's is contiguous, where
-// cuDNN answers channels-last whenever the input or the weight is. Compiled
-// graphs assert the strides they predicted, so a result in cuDNN's format is
-// copied into the predicted one (a copy torch.compile on cuda does not pay:
-// its prediction for cuda is cuDNN's own).
-at::Tensor in_predicted_format(const at::Tensor& result, const at::Tensor& input, const at::Tensor& weight) {
+// The memory format of cudadev's convolution results: cuDNN's rule (ATen's
+// cudnn_conv_suggest_memory_format), channels-last when the input or the
+// weight is, for 2-d and 3-d convolutions, except in float64, which cudadev
+// declares to torch.compile (devbridge.inductor.cudnn_convolution_format);
+// without the declaration torch predicts contiguous results for every
+// PrivateUse1 convolution. Compiled graphs assert the strides they traced, so
+// a result in another format (ATen's depthwise and 3-d kernels answer
+// contiguous) is copied into the declared one. A 1-d convolution is judged
+// as FakeTensor judges it: as a 2-d one over the contiguous input and the
+// weight with a unit height.
+at::MemoryFormat declared_format(const at::Tensor& input, const at::Tensor& weight) {
+  if (input.scalar_type() == at::kDouble || weight.scalar_type() == at::kDouble) return at::MemoryFormat::Contiguous;
+  if (weight.dim() == 3) return weight.unsqueeze(2).suggest_memory_format();
+  const at::MemoryFormat wanted = weight.dim() == 4   ? at::MemoryFormat::ChannelsLast
+                                  : weight.dim() == 5 ? at::MemoryFormat::ChannelsLast3d
+                                                      : at::MemoryFormat::Contiguous;
+  if (input.suggest_memory_format() == wanted || weight.suggest_memory_format() == wanted) return wanted;
+  return at::MemoryFormat::Contiguous;
+}
+
+at::Tensor in_declared_format(const at::Tensor& result, const at::Tensor& input, const at::Tensor& weight) {
   if (!result.defined()) return result;
-  const at::MemoryFormat format =
-      at::native::_determine_backend_memory_format(input, weight, at::native::ConvBackend::Overrideable);
+  const at::MemoryFormat format = declared_format(input, weight);
+  if (result.dim() == 3 && format == at::MemoryFormat::ChannelsLast) {
+    // A 1-d result in the layout of a channels-last 2-d one of unit height.
+    const at::Tensor as_2d = result.unsqueeze(2);
+    return as_2d.is_contiguous(format) ? result : as_2d.contiguous(format).squeeze(2);
+  }
   return result.is_contiguous(format) ? result : result.contiguous(format);
 }
 
@@ -71,7 +87,7 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
   }
   at::Tensor output = at::convolution(scope.to_cuda(input), scope.to_cuda(weight), bias_alias, stride,
                                       padding, dilation, transposed, output_padding, groups);
-  output = in_predicted_format(output, input, weight);
+  output = in_declared_format(output, input, weight);
   scope.write_back();
   return scope.to_cudadev(output);
 }
@@ -102,8 +118,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   auto [grad_input, grad_weight, grad_bias] = at::convolution_backward(
       scope.to_cuda(grad_output), scope.to_cuda(input), scope.to_cuda(weight), bias_sizes_opt,
       stride, padding, dilation, transposed, output_padding, groups, output_mask);
-  grad_input = in_predicted_format(grad_input, input, weight);
-  grad_weight = in_predicted_format(grad_weight, input, weight);
+  grad_input = in_declared_format(grad_input, input, weight);
+  grad_weight = in_declared_format(grad_weight, input, weight);
   scope.write_back();
   return {scope.to_cudadev(grad_input), scope.to_cudadev(grad_weight),
           scope.to_cudadev(grad_bias)};

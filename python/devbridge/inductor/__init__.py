@@ -13,6 +13,9 @@ PrivateUse1 device, compiles it with the declared hardware's Triton compiler
                           needs (compile workers), without Inductor's compiler
   registered()            the device registered in this process, or None
   patched_torch_apis()    what register() changed in torch, one line each
+  declare_convolution_format(device, rule), cudnn_convolution_format
+                          what the plugin's convolutions return, so that
+                          compiled graphs expect it (convolution.py)
 
 docs/torch-compile.md lists every torch attribute it touches and the torch
 versions checked; _torch_api.py holds each of those touches.
@@ -23,6 +26,8 @@ from __future__ import annotations
 import sys
 import threading
 import warnings
+
+from .convolution import cudnn_convolution_format, declare_convolution_format  # noqa: F401
 
 _lock = threading.RLock()
 _registered: str | None = None  # register() done for this device
@@ -143,6 +148,12 @@ def register(device: str | None = None) -> str:
         _torch_api.online_softmax_for(name)
         patched.append("torch._inductor.fx_passes.post_grad.prepare_softmax_extra_check: replaced (softmax in "
                        f"its online form on {name!r} too, as on cuda)")
+        if name in _torch_api.convolution_formats():
+            patched.append("torch._C._conv_determine_backend_memory_format: wrapped (the declared format of "
+                           f"{name!r} convolutions)")
+        _torch_api.quiet_small_gpu_gate(name)
+        patched.append("torch._inductor.utils.is_big_gpu: replaced (its SM-count warning for "
+                       f"{name!r} only where max-autotune was asked for)")
         how = _torch_api.register_benchmarker(name)
         patched.append(f"torch._inductor.runtime.benchmarking: {how}")
         _patched[:] = patched

@@ -30,6 +30,10 @@ recipe these functions follow). Each function names what it touches:
            launch_hooks_burnt_in_when_empty)
   rewrites torch._inductor.fx_passes.post_grad.prepare_softmax_extra_check
            (replaced: online softmax for the plugin device too)
+  gates    torch._inductor.utils.is_big_gpu (replaced: no SM-count warning
+           for the plugin device unless max-autotune was asked for)
+  layouts  torch._C._conv_determine_backend_memory_format (wrapped: the
+           plugin's convolution format for its Overrideable convolutions)
   static   torch._inductor.runtime.triton_heuristics.StaticTritonCompileResult:
            can_statically_launch and reload_cubin_path (wrapped for plugin
            kernels), CannotStaticallyLaunchKernel, triton_cache_dir,
@@ -376,6 +380,92 @@ def online_softmax_for(device: str) -> str:
     prepare_softmax_extra_check._devbridge_device = device
     post_grad.prepare_softmax_extra_check = prepare_softmax_extra_check
     return "replaced"
+
+
+def quiet_small_gpu_gate(device: str) -> str:
+    """Inductor asks utils.is_big_gpu (too few SMs for its GEMM templates:
+    under 68, a GPU below an RTX 3080) even in the default mode, for the
+    templates of addmm and int_mm, and warns "Not enough SMs to use
+    max_autotune_gemm mode" when the answer is no. On cuda that warning
+    concerns small GPUs; a plugin device declaring fewer SMs would print it at
+    every compile of a Linear although the user asked for no autotuning. For
+    `device` the answer stays torch's own, and its warning is kept for when
+    the user asked for max-autotune (config.max_autotune or
+    max_autotune_gemm). Checked on 2.11.0 and 2.13.0 (a functools.cache'd
+    function, looked up by name from _use_template_for_gpu)."""
+    import functools
+    import logging
+
+    from torch._inductor import config, utils
+
+    original = utils.is_big_gpu
+    if getattr(original, "_devbridge_device", None) == device:
+        return "already"
+    uncached = getattr(original, "__wrapped__", original)
+
+    class _DropSmWarning(logging.Filter):
+        def filter(self, record):
+            return "Not enough SMs" not in str(record.msg)
+
+    @functools.cache
+    def quiet(index_or_device):
+        drop = _DropSmWarning()
+        utils.log.addFilter(drop)
+        try:
+            return uncached(index_or_device)
+        finally:
+            utils.log.removeFilter(drop)
+
+    def is_big_gpu(index_or_device=0):
+        asked = config.max_autotune or config.max_autotune_gemm
+        if not asked and isinstance(index_or_device, torch.device) and index_or_device.type == device:
+            return quiet(index_or_device)
+        return original(index_or_device)
+
+    is_big_gpu._devbridge_device = device
+    is_big_gpu.cache_clear = lambda: (original.cache_clear(), quiet.cache_clear())
+    utils.is_big_gpu = is_big_gpu
+    return "replaced"
+
+
+# ------------------------------------------------------------------ convolution layouts
+
+_convolution_formats: dict = {}  # device type -> rule(input, weight) -> torch.memory_format
+
+
+def convolution_formats() -> dict:
+    return dict(_convolution_formats)
+
+
+def predict_convolution_format(device: str, rule) -> str:
+    """FakeTensor (torch.compile, AOTAutograd) predicts a convolution's result
+    layout by asking ATen for the format of the backend it would select
+    (torch/_subclasses/fake_impls.py, conv: torch._C._select_conv_backend,
+    then torch._C._conv_determine_backend_memory_format). A PrivateUse1
+    device's backend is Overrideable, whose format is always contiguous, so
+    a plugin whose convolution returns channels-last results (as cuDNN's do
+    for channels-last inputs) has them copied into the predicted layout, and
+    Inductor's channels-last layout optimization turns into copies. For
+    Overrideable convolutions on `device` the format becomes rule(input,
+    weight): what the plugin's convolution_overrideable really returns.
+    Checked on 2.11.0 and 2.13.0 (the function is looked up on torch._C at
+    each call, under the fake mode, so input.device is the fake device)."""
+    _convolution_formats[device] = rule
+    original = torch._C._conv_determine_backend_memory_format
+    if getattr(original, "_devbridge_formats", None) is _convolution_formats:
+        return "already"
+    overrideable = torch._C._ConvBackend.Overrideable
+
+    def _conv_determine_backend_memory_format(input, weight, backend):
+        if backend == overrideable:
+            plugin_rule = _convolution_formats.get(input.device.type)
+            if plugin_rule is not None:
+                return plugin_rule(input, weight)
+        return original(input, weight, backend)
+
+    _conv_determine_backend_memory_format._devbridge_formats = _convolution_formats
+    torch._C._conv_determine_backend_memory_format = _conv_determine_backend_memory_format
+    return "wrapped"
 
 
 # ------------------------------------------------------------------ static launches

@@ -87,6 +87,11 @@ def _install_devbridge() -> None:
     except ImportError:  # a devbridge without the Triton integration
         return
     declare_hardware(_BACKEND_NAME, compiler="nvidia", kernel_runtime="cuda")
+    # torch.compile: cudadev's convolutions return cuDNN's layouts
+    # (csrc/convolution.cpp), channels-last results for channels-last inputs.
+    from devbridge.inductor import cudnn_convolution_format, declare_convolution_format
+
+    declare_convolution_format(_BACKEND_NAME, cudnn_convolution_format)
 
 
 _install_devbridge()

@@ -90,22 +90,33 @@ void sameDtype(const char* op, std::initializer_list<Argument> arguments) {
   }
 }
 
-// The layout FakeTensor gives these outputs when Inductor or AOTAutograd
-// trace aten.convolution / aten.convolution_backward on simdev tensors
-// (torch/_subclasses/fake_impls.py asks ATen for the backend's memory format),
-// so compiled graphs, which assert the strides of extern kernels' outputs,
-// get what they traced. For the Overrideable backend it is contiguous unless
-// the device is an XPU.
+// The memory format of simdev's convolution results: cuDNN's rule (ATen's
+// cudnn_conv_suggest_memory_format), channels-last when the input or the
+// weight is, for 2-d and 3-d convolutions, except in float64. simdev declares
+// the same rule to torch.compile (devbridge.inductor.cudnn_convolution_format),
+// whose FakeTensor otherwise predicts contiguous results for every
+// PrivateUse1 convolution; compiled graphs assert the strides they traced.
+// A 1-d convolution is judged as FakeTensor judges it: as a 2-d one over the
+// contiguous input and the weight with a unit height.
 at::MemoryFormat outputFormat(const at::Tensor& input, const at::Tensor& weight) {
-  return at::native::_determine_backend_memory_format(input, weight, at::native::ConvBackend::Overrideable);
+  if (input.scalar_type() == at::kDouble || weight.scalar_type() == at::kDouble) return at::MemoryFormat::Contiguous;
+  if (weight.dim() == 3) return weight.unsqueeze(2).suggest_memory_format();
+  const at::MemoryFormat wanted = weight.dim() == 4   ? at::MemoryFormat::ChannelsLast
+                                  : weight.dim() == 5 ? at::MemoryFormat::ChannelsLast3d
+                                                      : at::MemoryFormat::Contiguous;
+  if (input.suggest_memory_format() == wanted || weight.suggest_memory_format() == wanted) return wanted;
+  return at::MemoryFormat::Contiguous;
 }
 
 at::Tensor emptyOnDevice(at::IntArrayRef sizes, c10::ScalarType dtype, c10::DeviceIndex device,
                          at::MemoryFormat format) {
-  return at::empty(sizes, at::TensorOptions()
-                              .dtype(dtype)
-                              .device(c10::Device(c10::DeviceType::PrivateUse1, device))
-                              .memory_format(format));
+  const auto options = at::TensorOptions().dtype(dtype).device(c10::Device(c10::DeviceType::PrivateUse1, device));
+  if (sizes.size() == 3 && format == at::MemoryFormat::ChannelsLast) {
+    // A 1-d result in the layout of a channels-last 2-d one of unit height,
+    // as FakeTensor lays it out.
+    return at::empty({sizes[0], sizes[1], 1, sizes[2]}, options.memory_format(format)).squeeze(2);
+  }
+  return at::empty(sizes, options.memory_format(format));
 }
 
 // The convolution's parameters, owned: the op's IntArrayRefs view the

@@ -53,6 +53,11 @@ def _autoload() -> None:
         return
     library = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libsimdev_runtime.so")
     declare_hardware("simdev", compiler="interpreter", kernel_runtime="simdev-interpreter:" + library)
+    # torch.compile: simdev's convolutions return cuDNN's layouts
+    # (csrc/ops/convolution.cpp), channels-last results for channels-last inputs.
+    from devbridge.inductor import cudnn_convolution_format, declare_convolution_format
+
+    declare_convolution_format("simdev", cudnn_convolution_format)
 
 
 _stream_hooks_pending = False

@@ -112,24 +112,52 @@ def test_channels_last_and_non_contiguous_inputs():
                                rtol=1e-6, atol=1e-6)
 
 
-def test_output_layouts_are_what_fake_tensors_predict():
-    """Compiled graphs assert the strides of extern kernels' outputs against
-    what FakeTensor traced: the real outputs must have exactly those."""
+_CL = {4: torch.channels_last, 5: torch.channels_last_3d}
+
+
+@pytest.mark.parametrize("dims,input_cl,weight_cl,dtype,cl_expected", [
+    (2, False, False, torch.float32, False),
+    (2, True, False, torch.float32, True),
+    (2, False, True, torch.float32, True),
+    (2, True, True, torch.float64, False),  # cuDNN keeps float64 contiguous
+    (3, True, False, torch.float32, True),
+    (3, False, False, torch.float32, False),
+    (1, False, False, torch.float32, False),
+])
+def test_output_layouts_are_cudnns_and_what_fake_tensors_predict(dims, input_cl, weight_cl, dtype, cl_expected):
+    """simdev's convolutions return cuDNN's layouts (channels-last results for
+    channels-last inputs or weights) and declare that rule to torch.compile:
+    compiled graphs assert the strides of extern kernels' outputs against what
+    FakeTensor traced, so the real outputs must have exactly those."""
+    pytest.importorskip("devbridge", reason="the layout declaration is made through devbridge")
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    x = _randn(2, 3, 7, 7, seed=1).to(memory_format=torch.channels_last).to(SIMDEV)
-    w = _randn(4, 3, 3, 3, seed=2).to(SIMDEV)
-    g = _randn(2, 4, 5, 5, seed=3).to(SIMDEV)
-    args = dict(bias_sizes=[4], stride=[1, 1], padding=[0, 0], dilation=[1, 1], transposed=False,
-                output_padding=[0, 0], groups=1, output_mask=[True, True, True])
-    real = [torch.ops.aten.convolution(x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1),
+    spatial = (7,) * dims
+    x = _randn(2, 3, *spatial, seed=1).to(dtype)
+    w = _randn(4, 3, *(3,) * dims, seed=2).to(dtype)
+    if input_cl:
+        x = x.to(memory_format=_CL[x.dim()])
+    if weight_cl:
+        w = w.to(memory_format=_CL[w.dim()])
+    x, w = x.to(SIMDEV), w.to(SIMDEV)
+    g = _randn(2, 4, *(5,) * dims, seed=3).to(dtype).to(SIMDEV)
+    ones, zeros = [1] * dims, [0] * dims
+    args = dict(bias_sizes=[4], stride=ones, padding=zeros, dilation=ones, transposed=False,
+                output_padding=zeros, groups=1, output_mask=[True, True, True])
+    real = [torch.ops.aten.convolution(x, w, None, ones, zeros, ones, False, zeros, 1),
             *torch.ops.aten.convolution_backward(g, x, w, **args)]
     with FakeTensorMode() as mode:
         fx, fw, fg = (mode.from_tensor(t) for t in (x, w, g))
-        fake = [torch.ops.aten.convolution(fx, fw, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1),
+        fake = [torch.ops.aten.convolution(fx, fw, None, ones, zeros, ones, False, zeros, 1),
                 *torch.ops.aten.convolution_backward(fg, fx, fw, **args)]
     for r, f in zip(real, fake):
         assert (r.shape, r.stride(), r.device) == (f.shape, f.stride(), f.device)
+    out, grad_input, grad_weight = real[:3]
+    for t in (out, grad_input, grad_weight):
+        assert t.is_contiguous(memory_format=_CL[t.dim()]) if cl_expected else t.is_contiguous(), t.stride()
+    # The values do not depend on the layout.
+    torch.testing.assert_close(out.cpu(), torch.ops.aten.convolution(x.cpu(), w.cpu(), None, ones, zeros, ones,
+                                                                     False, zeros, 1), rtol=1e-5, atol=1e-5)
 
 
 # ------------------------------------------------------------- asynchrony and stream order
