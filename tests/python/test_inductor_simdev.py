@@ -557,3 +557,38 @@ def test_softmax_takes_its_online_form_as_on_cuda():
     out, code = run_and_get_code(torch.compile(f, fullgraph=True), x.to(DEVICE))
     assert "prepare_softmax_online" in "\n".join(code)
     torch.testing.assert_close(out.cpu(), f(x), atol=1e-5, rtol=1e-5)
+
+
+def test_no_sm_count_warning_unless_max_autotune_was_asked_for():
+    """Inductor asks whether the GPU is big enough for its GEMM templates even
+    in the default mode (addmm): on a plugin device declaring few SMs, the
+    answer stays no, and the warning is kept for a user who asked for
+    max-autotune."""
+    import logging
+
+    from torch._inductor import config
+    from torch._inductor import utils as inductor_utils
+
+    from torch._inductor.runtime.hints import DeviceProperties
+
+    device = torch.device(DEVICE, 0)
+    assert DeviceProperties.create(device).multi_processor_count < 68  # Inductor's minimum for a "big GPU"
+    records = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+
+    handler = Collect(level=logging.WARNING)
+    inductor_utils.log.addHandler(handler)
+    try:
+        model = torch.nn.Linear(8, 4).to(DEVICE)
+        x = cases._randn(3, 8, seed=4).to(DEVICE)
+        torch.testing.assert_close(torch.compile(model)(x).cpu(), model(x).cpu(), atol=1e-5, rtol=1e-5)
+        assert inductor_utils.is_big_gpu(device) is False
+        assert not [r for r in records if "Not enough SMs" in r], records
+        with config.patch(max_autotune_gemm=True):
+            assert inductor_utils.is_big_gpu(device) is False
+        assert [r for r in records if "Not enough SMs" in r], records
+    finally:
+        inductor_utils.log.removeHandler(handler)
