@@ -418,7 +418,7 @@ def main() -> int:
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=3, help="samples in each train-step process")
     parser.add_argument("--pairs", type=int, default=5, help="alternating cuda/cudadev samples (at least 5)")
-    parser.add_argument("--train-pairs", type=int, default=3, help="alternating cuda/cudadev train-step processes")
+    parser.add_argument("--train-pairs", type=int, default=5, help="alternating cuda/cudadev train-step processes (at least 5)")
     parser.add_argument("--child-train", choices=("block", "conv"), help=argparse.SUPPRESS)
     parser.add_argument("--child-device", help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -205,7 +205,7 @@ want tests && step pytest_gpu 240 --no-tests-ok env DEVBRIDGE_TEST_PLUGIN=torch_
 # (bench/compile_profile.py); only when named, never in the default run.
 [[ ,$PART, == *,profile,* ]] && step bench_compile_profile 300 "$PY" "$ROOT/bench/compile_profile.py" \
   --plugin torch_cudadev --devices cuda,cudadev --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT"
-{ want bench || want compile || want compile_bench; } && step bench_compile 480 "$PY" "$ROOT/bench/compile.py" \
+{ want bench || want compile || want compile_bench; } && step bench_compile 560 "$PY" "$ROOT/bench/compile.py" \
   --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT"
 
 echo "==> summary ($(($(date +%s) - START))s, logs in $OUT)"
