@@ -592,3 +592,29 @@ def test_no_sm_count_warning_unless_max_autotune_was_asked_for():
         assert [r for r in records if "Not enough SMs" in r], records
     finally:
         inductor_utils.log.removeHandler(handler)
+
+
+@pytest.mark.parametrize("path", ["as registered", "torch 2.11's wrapped benchmark()"])
+def test_the_autotuners_benchmarker_times_plugin_work_on_the_plugin_stream(path):
+    """Inductor's autotuner times every config of a kernel with the process's
+    benchmarker, while devbridge's driver is active. Timed on another
+    device's stream (torch 2.11 times every non-CPU kernel with CUDA events),
+    plugin work reads as next to nothing; timed on the plugin's stream, a
+    queued operation delayed by 3 ms takes at least that. On torch 2.13
+    register() registers a benchmarker for the device; on 2.11, and here by
+    request, devbridge wraps benchmark() instead."""
+    from torch._inductor.runtime import benchmarking
+
+    from devbridge.inductor import _torch_api
+
+    if path != "as registered":
+        _torch_api._wrap_benchmarker_for(DEVICE, benchmarking)
+    x = torch.ones(1000, device=DEVICE)
+    devbridge.triton.activate()
+    try:
+        with torch.simdev.op_delay(3000):
+            ms = benchmarking.benchmarker.benchmark(lambda: x.add_(1), device=DEVICE, rep=20, warmup=5,
+                                                    is_vetted_benchmarking=True)
+    finally:
+        devbridge.triton.deactivate()
+    assert ms >= 3.0, ms

@@ -43,7 +43,9 @@ recipe these functions follow). Each function names what it touches:
            strict_static_triton_launcher; triton_helpers.get_constexprs
   timing   torch._inductor.runtime.benchmarking.register_benchmarker and
            Benchmarker.benchmark_gpu(device_type=) (2.13 only; 2.11 has no
-           registry, see register_benchmarker below)
+           registry: benchmarking.benchmarker.benchmark wrapped for the
+           plugin device, TritonBenchmarker.benchmark_gpu;
+           config.inductor_default_autotune_warmup/_rep)
 """
 
 from __future__ import annotations
@@ -549,17 +551,24 @@ def declared_constexprs(jit_fn) -> list[int]:
 # ------------------------------------------------------------------ timing
 
 def register_benchmarker(device: str) -> str:
-    """Kernel timing for the device. torch 2.13 has a registry: without an
-    entry it times any non-CPU device on CUDA. torch 2.11 has none; its
-    CachingAutotuner.bench times through the process's benchmarker
-    (InductorBenchmarker on a CUDA host, which uses CUDA events; otherwise
-    Triton's do_bench through the active driver, devbridge's during tuning),
-    so on 2.11 nothing is registered. Returns what was done."""
+    """Kernel timing for the device, on the plugin's own stream and events.
+    torch 2.13 has a registry (without an entry it times any non-CPU device
+    with CUDA events): the entry times with the device interface's events.
+    torch 2.11 has none: its autotuner times every non-CPU kernel with the
+    process's benchmarker, on a CUDA host InductorBenchmarker, whose events
+    are recorded on torch.cuda's current stream, which a plugin's own
+    non-blocking streams do not wait for: every config of a plugin kernel
+    would time as nearly nothing and the autotuner would pick one blindly.
+    There the benchmarker's benchmark() is wrapped, for `device` only, to
+    time with Triton's do_bench (TritonBenchmarker.benchmark_gpu) through the
+    active driver, devbridge's while a plugin kernel is tuned, whose device
+    interface records on the plugin's current stream; its minimum, the
+    statistic InductorBenchmarker returns on cuda. Returns what was done."""
     from torch._inductor.runtime import benchmarking
 
     registry = getattr(benchmarking, "register_benchmarker", None)
     if registry is None:
-        return "none (torch 2.11 has no benchmarker registry)"
+        return _wrap_benchmarker_for(device, benchmarking)
     if device in getattr(benchmarking, "_BENCHMARK_DISPATCH", {}):
         return "already registered"
 
@@ -569,3 +578,33 @@ def register_benchmarker(device: str) -> str:
 
     registry(device, benchmark_on_device)
     return "register_benchmarker"
+
+
+def _wrap_benchmarker_for(device: str, benchmarking) -> str:
+    """torch 2.11: Benchmarker.benchmark(fn, fn_args, fn_kwargs, device,
+    **kwargs), on the module's `benchmarker` instance (triton_heuristics and
+    the other users import the instance)."""
+    from torch._inductor import config
+
+    instance = benchmarking.benchmarker
+    current = instance.benchmark
+    if getattr(current, "_devbridge_device", None) == device:
+        return "already"
+    triton_timing = benchmarking.TritonBenchmarker.benchmark_gpu
+
+    def benchmark(fn, fn_args=None, fn_kwargs=None, device=None, **kwargs):
+        target = torch.device(device) if isinstance(device, str) else device
+        if target is None or target.type != _plugin_type:
+            return current(fn, fn_args, fn_kwargs, device=device, **kwargs)
+        args, keywords = fn_args or (), fn_kwargs or {}
+        call = fn if not args and not keywords else (lambda: fn(*args, **keywords))
+        kwargs.setdefault("warmup", config.inductor_default_autotune_warmup)
+        kwargs.setdefault("rep", config.inductor_default_autotune_rep)
+        kwargs.setdefault("return_mode", "min")
+        return triton_timing(instance, call, **kwargs)
+
+    _plugin_type = device
+    benchmark._devbridge_device = device
+    instance.benchmark = benchmark
+    return "benchmarker.benchmark wrapped (torch 2.11 has no benchmarker registry): Triton's do_bench on the " \
+           f"{device!r} stream"

@@ -113,6 +113,26 @@ def test_compiled_kernels_run_after_a_spin_on_the_callers_stream():
         assert torch.all(out.cpu() == 11.0)
 
 
+def test_the_autotuners_benchmarker_times_cudadev_work_on_its_stream():
+    """Inductor's autotuner times each config of a kernel with the process's
+    benchmarker, while devbridge's Triton driver is active (driver_routing).
+    Work on a cudadev stream must time as long as it runs: timed with events
+    on torch.cuda's stream (torch 2.11's InductorBenchmarker, untouched), a
+    2 ms spin on cudadev's non-blocking stream reads as next to nothing, and
+    every config of a plugin kernel would look equally fast."""
+    from torch._inductor.runtime.benchmarking import benchmarker
+
+    def spin():
+        torch.cudadev._sleep_on_current_stream(2.0)
+
+    devbridge.triton.activate()
+    try:
+        ms = benchmarker.benchmark(spin, device="cudadev", rep=40, is_vetted_benchmarking=True)
+    finally:
+        devbridge.triton.deactivate()
+    assert 1.5 < ms < 20, ms
+
+
 def test_two_host_threads_on_their_own_streams():
     compiled = torch.compile(cases.pointwise_chain, fullgraph=True)
     x, y = cases._randn(1 << 20), cases._randn(1 << 20, seed=1)
