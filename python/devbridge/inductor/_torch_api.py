@@ -133,15 +133,6 @@ def register_device_interface(device: str, interface) -> None:
     device_interface.register_interface_for_device(device, interface)
 
 
-def registered_device_interface(device: str):
-    from torch._dynamo import device_interface
-
-    try:
-        return device_interface.get_interface_for_device(device)
-    except NotImplementedError:
-        return None
-
-
 def register_codegen(device: str, scheduling, wrapper) -> None:
     from torch._inductor.codegen import common
 
