@@ -8,7 +8,7 @@ Facts and line numbers: ../shared/research/inductor-privateuse1.md (§7 is the
 recipe these functions follow). Each function names what it touches:
 
   Dynamo   torch._dynamo.device_interface: DeviceInterface (the base class),
-           register_interface_for_device, get_interface_for_device;
+           register_interface_for_device;
            type(torch._dynamo.callback.callback_handler).run_start_callbacks
   codegen  torch._inductor.codegen.common: register_backend_for_device,
            get_scheduling_for_device, register_device_op_overrides,
