@@ -106,8 +106,8 @@ def script(blocks: list[Block], total_lines: int) -> str:
 def _documents():
     parsed = {}
     for path in DOCUMENTS:
-        text = path.read_text(encoding="utf-8")
-        parsed[path.relative_to(ROOT).as_posix()] = (text.count("\n") + 1, *parse(text, path.name))
+        text, name = path.read_text(encoding="utf-8"), path.relative_to(ROOT).as_posix()
+        parsed[name] = (text.count("\n") + 1, *parse(text, name))
     return parsed
 
 
