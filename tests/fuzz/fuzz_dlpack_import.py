@@ -12,8 +12,9 @@ Every input must end in one of two ways, never in a crash:
   * failure: a Python exception, no object handed out, and the deleter not
     run: ownership stays with the caller, who deletes it (exactly what TVM-FFI,
     the reference consumer, does after a failed import: make_tensor_from_chandle
-    and the callback setter call the deleter themselves, research/dlpack.md
-    §5.3; an importer that also deleted would cause a double free there).
+    and the callback setter call the deleter themselves, apache/tvm-ffi
+    python/tvm_ffi/cython/tensor.pxi and function.pxi; an importer that also
+    deleted would cause a double free there).
 A DLPack major version other than 1 must be rejected ("the consumer must call
 the deleter and nothing else": with the caller deleting on failure, that is
 what happens).

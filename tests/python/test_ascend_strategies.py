@@ -4,7 +4,8 @@
 triton-ascend main and FlagTree are not on the package index, so their
 registry cannot be imported here: registration is tested against an object
 with the registry's documented interface (register(category, method) ->
-decorator, ValueError on a duplicate; research/flagtree.md §1.1). The C++
+decorator, ValueError on a duplicate; FlagTree's
+third_party/ascend/backend/backend_register.py, branch triton_v3.5.x). The C++
 snippets are tested for real: spliced into a launcher laid out as main's
 make_launcher lays out `_launch`, compiled with get_cc_cmd's flags and
 Python's headers only (no torch, no CANN), and run on simdev.
@@ -33,7 +34,7 @@ UPSTREAM_METHODS = {"version_hash", "cxx_abi", "type_convert", "get_device_inter
 
 
 class DocumentedRegistry:
-    """The interface of BackendStrategyRegistry as research/flagtree.md §1.1 states it."""
+    """The interface of BackendStrategyRegistry as FlagTree's backend_register.py defines it."""
 
     def __init__(self):
         self.strategies = {}

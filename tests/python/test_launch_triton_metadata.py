@@ -1,8 +1,8 @@
 """Launchers built from REAL Triton compile results match the kernels' ABI.
 
 Every kernel here is compiled by Triton 3.7.1 ahead of time, without a GPU
-(`triton.compile(ASTSource(...), target=GPUTarget("cuda", 90, 32))`, see
-research/triton-launch.md §6), and devbridge builds its launcher from the
+(`triton.compile(ASTSource(...), target=GPUTarget("cuda", 90, 32))`, Triton's
+python/triton/compiler/compiler.py), and devbridge builds its launcher from the
 compile result exactly as a Triton driver does: `Launcher(ck.src, ck.metadata)`.
 
 Two independent witnesses check that launcher:
@@ -290,7 +290,7 @@ def test_param_sizes_and_pointers_match_ptx(case, request):
     assert len(c.launcher.signature) == len(c.ptx) - 2
 
 
-# The PTX parameter each launcher type becomes (research/triton-launch.md §1.3).
+# The PTX parameter each launcher type becomes (as in the PTX Triton 3.6 and 3.7.1 generate).
 _PTX_OF_TYPE = {"*": ("u64", 1), "i1": ("u8", 1), "u1": ("u8", 1), "i8": ("u8", 1), "u8": ("u8", 1),
                 "i16": ("u16", 1), "u16": ("u16", 1), "i32": ("u32", 1), "u32": ("u32", 1),
                 "i64": ("u64", 1), "u64": ("u64", 1), "fp16": ("b8", 2), "bf16": ("b8", 2),

@@ -4,8 +4,8 @@ and is accepted); another version is refused by check_version(), which
 register() calls first, so an unknown torch fails at registration with the
 fix instead of compiling wrongly.
 
-Facts and line numbers: ../shared/research/inductor-privateuse1.md (§7 is the
-recipe these functions follow). Each function names what it touches:
+Sources: torch/_dynamo/, torch/_inductor/ and torch/utils/_triton.py of pytorch
+2.11.0 and 2.13.0, where the names below live. Each function names what it touches:
 
   Dynamo   torch._dynamo.device_interface: DeviceInterface (the base class),
            register_interface_for_device;

@@ -14,7 +14,7 @@ parameters devbridge's launcher packed, as simdev delivers them: pointers are
 simdev device addresses (host memory), used in place, with no copy.
 
 The one module coupled to Triton's interpreter internals. Checked on Triton
-3.6.0 and 3.7.1 (triton-launch.md §7 lists them as stable from 3.6 to 3.9):
+3.6.0 and 3.7.1 (python/triton/runtime/interpreter.py; the same from 3.6 to 3.9):
   triton.runtime.interpreter: InterpretedFunction(fn).rewrite(), _patch_lang(fn)
   (a scope with .restore()), _implicit_cvt(arg), interpreter_builder
   .set_grid_dim(x, y, z) / .set_grid_idx(x, y, z); GridExecutor's convention
