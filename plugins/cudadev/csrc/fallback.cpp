@@ -24,6 +24,7 @@
 #include <torch/library.h>
 
 #include <optional>
+#include <string>
 
 #include "cuda_alias.h"
 #include "device.h"
@@ -85,21 +86,28 @@ c10::IValue map_tensors(const c10::IValue& value, Pick&& pick, Map&& map) {
 }
 
 // Finds the cudadev device of one operator call and rejects device mixes,
-// with messages that name the operator and the fix.
+// with messages that name the operator, the arguments and the fix. CPU
+// tensors are left to the CUDA kernel: its own checks refuse them, or accept
+// them (a 0-dim CPU operand of an elementwise op, CPU indices), exactly as on
+// torch.cuda.
 class DeviceOfCall {
  public:
   explicit DeviceOfCall(const c10::OperatorHandle& op) : op_(op) {}
 
-  void see(const c10::IValue& value) {
-    for_each_tensor(value, [this](const at::Tensor& tensor) {
-      if (is_cudadev(tensor)) {
-        see_cudadev(tensor.device().index());
-      } else if (is_cuda(tensor) && !cuda_) {
-        cuda_ = tensor.device();
+  // One argument, `name` as in the schema (it must outlive this object).
+  void see(const c10::IValue& value, const std::string& name) {
+    if (value.isTensor()) {
+      see_tensor(value.toTensor(), {&name, -1});
+    } else if (value.isList()) {
+      const c10::ArrayRef<c10::IValue> elements = value.toListRef();
+      for (size_t i = 0; i < elements.size(); ++i) {
+        if (elements[i].isTensor()) {
+          see_tensor(elements[i].toTensor(), {&name, static_cast<int64_t>(i)});
+        }
       }
-    });
+    }
     if (value.isDevice() && value.toDevice().type() == kCudadev && value.toDevice().has_index()) {
-      see_cudadev(value.toDevice().index());
+      see_cudadev(value.toDevice().index(), {&name, -1});
     }
     TORCH_CHECK(!value.isStream(), "cudadev: ", op_.operator_name(),
                 " takes a stream argument, which cudadev cannot pass to a CUDA kernel; it needs "
@@ -109,28 +117,58 @@ class DeviceOfCall {
   c10::DeviceIndex device() const {
     const c10::DeviceIndex idx = resolve_device_index(device_ ? *device_ : c10::DeviceIndex{-1});
     TORCH_CHECK(!cuda_, "cudadev: ", op_.operator_name(), " got a cudadev tensor (cudadev:",
-                static_cast<int>(idx), ") and a torch.cuda tensor (", *cuda_,
-                "). cudadev tensors live on cudadev's own streams, so mixing them with torch.cuda "
+                static_cast<int>(idx), ") and a torch.cuda tensor (", *cuda_, "): ", cuda_from_.str(),
+                " is on ", *cuda_,
+                device_ ? " and " + device_from_.str() + " on cudadev:" + std::to_string(idx) : "",
+                ". cudadev tensors live on cudadev's own streams, so mixing them with torch.cuda "
                 "tensors in one operator would race. Move one side explicitly first: "
                 "t.to('cudadev:", static_cast<int>(idx), "') or t.to('", *cuda_, "').");
     return idx;
   }
 
  private:
-  void see_cudadev(c10::DeviceIndex idx) {
+  // Where a tensor came from: an argument, or an element of a list argument.
+  // Only the error messages spell it out.
+  struct Origin {
+    const std::string* name = nullptr;
+    int64_t element = -1;
+    std::string str() const {
+      if (name == nullptr) return "?";
+      return element < 0 ? *name : *name + "[" + std::to_string(element) + "]";
+    }
+  };
+
+  void see_tensor(const at::Tensor& tensor, Origin from) {
+    if (is_cudadev(tensor)) {
+      see_cudadev(tensor.device().index(), from);
+    } else if (is_cuda(tensor) && !cuda_) {
+      cuda_ = tensor.device();
+      cuda_from_ = from;
+    }
+  }
+
+  void see_cudadev(c10::DeviceIndex idx, Origin from) {
     if (!device_) {
       device_ = idx;
+      device_from_ = from;
       return;
     }
-    TORCH_CHECK(*device_ == idx, "cudadev: ", op_.operator_name(), " got tensors on cudadev:",
-                static_cast<int>(*device_), " and cudadev:", static_cast<int>(idx),
-                "; an operator runs on one device. Move them to one device first, e.g. "
-                "t.to('cudadev:", static_cast<int>(*device_), "').");
+    if (C10_LIKELY(*device_ == idx)) {
+      return;
+    }
+    const std::string name = from.str();
+    TORCH_CHECK(false, "cudadev: ", op_.operator_name(), " got tensors on cudadev:",
+                static_cast<int>(*device_), " and cudadev:", static_cast<int>(idx), ": ", name,
+                " is on cudadev:", static_cast<int>(idx), " and ", device_from_.str(), " on cudadev:",
+                static_cast<int>(*device_), "; an operator runs on one device. Move it there first: ",
+                name, ".to('cudadev:", static_cast<int>(*device_), "').");
   }
 
   const c10::OperatorHandle& op_;
   std::optional<c10::DeviceIndex> device_;
+  Origin device_from_;  // the argument device_ came from
   std::optional<c10::Device> cuda_;
+  Origin cuda_from_;
 };
 
 void run_cuda_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/,
@@ -142,7 +180,7 @@ void run_cuda_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/
 
   DeviceOfCall device_of_call(op);
   for (size_t i = first_argument; i < stack->size(); ++i) {
-    device_of_call.see((*stack)[i]);
+    device_of_call.see((*stack)[i], schema.arguments()[i - first_argument].name());
   }
   const c10::DeviceIndex idx = device_of_call.device();
 

@@ -12,6 +12,7 @@
 #include <torch/library.h>
 
 #include "allocator.h"
+#include "argument_devices.h"
 #include "device.h"
 #include "storage_resize.h"
 
@@ -94,6 +95,12 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
 
 at::Tensor& set_storage_offset(at::Tensor& self, c10::Storage source, int64_t storage_offset,
                                c10::IntArrayRef size, c10::IntArrayRef stride) {
+  // checkSetStorage would refuse a storage of another device too, but
+  // without naming the argument.
+  TORCH_CHECK(source.device() == self.device(), "cudadev: aten::set_ got source on ",
+              source.device(), " and self on ", self.device(),
+              "; a tensor's storage must be on its own device. Move the data there first: .to('",
+              self.device(), "').");
   // Checks geometry and device, and points self at `source`.
   at::native::checkSetStorage(self, source, storage_offset, size, stride);
   c10::TensorImpl* impl = self.unsafeGetTensorImpl();
@@ -121,6 +128,9 @@ at::Tensor& set_storage(at::Tensor& self, c10::Storage source) {
 }
 
 at::Tensor& set_tensor(at::Tensor& self, const at::Tensor& source) {
+  // Routed here when either is a cudadev tensor; checkSetStorage would refuse
+  // a mix too, but without naming the argument.
+  common_cudadev_device("aten::set_.source_Tensor", {{"self", &self}, {"source", &source}});
   if (self.unsafeGetTensorImpl() == source.unsafeGetTensorImpl()) {
     return self;
   }

@@ -40,13 +40,6 @@ int runHostWork(void* user_data) {
   return 1;
 }
 
-std::string describeDevice(const at::Tensor& t) {
-  if (t.device().type() == c10::DeviceType::PrivateUse1) {
-    return "simdev:" + std::to_string(static_cast<int>(t.device().index()));
-  }
-  return t.device().str();
-}
-
 }  // namespace
 
 void enqueueHostWork(sdStream_t stream, const char* what, std::function<void()> work) {
@@ -108,26 +101,6 @@ void launchOnDevice(const char* what, c10::DeviceIndex device, Operands operands
                     for (const Operand& operand : operands) tensors.push_back(operand.materialize());
                     kernel(tensors);
                   });
-}
-
-c10::DeviceIndex commonDevice(const char* op, std::initializer_list<const at::Tensor*> tensors) {
-  const at::Tensor* first = nullptr;
-  for (const at::Tensor* t : tensors) {
-    if (t->defined() && t->device().type() == c10::DeviceType::PrivateUse1) {
-      first = t;
-      break;
-    }
-  }
-  TORCH_CHECK(first != nullptr, op, ": expected at least one simdev tensor");
-  for (const at::Tensor* t : tensors) {
-    if (!t->defined() || t->device() == first->device()) continue;
-    if (t->device().is_cpu() && t->dim() == 0) continue;  // a scalar operand
-    const bool both_simdev = t->device().type() == c10::DeviceType::PrivateUse1;
-    TORCH_CHECK(false, op, ": expected all tensors on the same ", both_simdev ? "simdev " : "",
-                "device, got ", describeDevice(*first), " and ", describeDevice(*t),
-                "; move one with .to()");
-  }
-  return first->device().index();
 }
 
 at::Tensor toMeta(const at::Tensor& tensor) {

@@ -24,7 +24,6 @@
 #include <c10/core/Device.h>
 
 #include <functional>
-#include <initializer_list>
 #include <vector>
 
 namespace torch_simdev {
@@ -64,11 +63,6 @@ using Operands = std::vector<Operand>;
 // materialized operands, in order.
 void launchOnDevice(const char* what, c10::DeviceIndex device, Operands operands,
                     std::function<void(std::vector<at::Tensor>&)> kernel);
-
-// The simdev device shared by all defined `tensors`. CPU 0-dim tensors
-// (scalars) may accompany simdev tensors, as with CUDA; any other mix is an
-// error naming both devices and the fix.
-c10::DeviceIndex commonDevice(const char* op, std::initializer_list<const at::Tensor*> tensors);
 
 // A meta tensor with the layout and dtype of `tensor` (a CPU scalar operand
 // is returned as is), to let ATen's meta kernels compute output shapes and

@@ -1,26 +1,33 @@
 #include "ops/OpRunner.h"
 
 #include <ATen/TensorIterator.h>
+#include <c10/util/SmallVector.h>
+
+#include <cstring>
 
 #include "ops/HostWork.h"
 
 namespace torch_simdev {
 namespace {
 
-c10::DeviceIndex deviceOf(const char* op, const at::Tensor* out, const std::vector<at::Tensor>& inputs) {
-  // commonDevice takes a fixed list; ops have at most a handful of tensors.
-  TORCH_CHECK(inputs.size() <= 3, op, ": at most 3 inputs supported by runInto/runFunctional");
-  static const at::Tensor undefined;
-  const at::Tensor* t[4] = {out != nullptr ? out : &undefined, &undefined, &undefined, &undefined};
-  for (size_t i = 0; i < inputs.size(); ++i) t[i + 1] = &inputs[i];
-  return commonDevice(op, {t[0], t[1], t[2], t[3]});
+// The device check (ArgumentDevices.h) over the op's tensors in schema order
+// (an in-place op's self first, an out= last), as the fallback checks them:
+// the others are held to the device of the first simdev tensor among them.
+c10::DeviceIndex deviceOf(const char* op, const at::Tensor* out, const char* out_name, const Inputs& inputs,
+                          CpuScalars cpu_scalars) {
+  const bool in_place = out != nullptr && std::strcmp(out_name, "self") == 0;
+  c10::SmallVector<TensorArgument, 4> arguments;
+  if (in_place) arguments.push_back({out_name, out, /*written=*/true});
+  for (const Input& input : inputs) arguments.push_back({input.name, &input.tensor});
+  if (out != nullptr && !in_place) arguments.push_back({out_name, out, /*written=*/true});
+  return commonSimdevDevice(op, arguments, cpu_scalars);
 }
 
-Operands operandsOf(const at::Tensor& out, const std::vector<at::Tensor>& inputs) {
+Operands operandsOf(const at::Tensor& out, const Inputs& inputs) {
   Operands operands;
   operands.reserve(inputs.size() + 1);
   operands.push_back(Operand::output(out));
-  for (const at::Tensor& input : inputs) operands.push_back(Operand::of(input));
+  for (const Input& input : inputs) operands.push_back(Operand::of(input.tensor));
   return operands;
 }
 
@@ -42,28 +49,27 @@ at::TensorIteratorConfig elementwiseConfig(Promotion promotion) {
 
 }  // namespace
 
-at::Tensor runFunctional(const char* op, std::vector<at::Tensor> inputs,
+at::Tensor runFunctional(const char* op, const Inputs& inputs, CpuScalars cpu_scalars,
                          const std::function<at::Tensor(std::vector<at::Tensor>&)>& meta_op,
                          OpKernel kernel) {
-  const c10::DeviceIndex device = deviceOf(op, nullptr, inputs);
+  const c10::DeviceIndex device = deviceOf(op, nullptr, nullptr, inputs, cpu_scalars);
   std::vector<at::Tensor> metas;
   metas.reserve(inputs.size());
-  for (const at::Tensor& input : inputs) metas.push_back(toMeta(input));
+  for (const Input& input : inputs) metas.push_back(toMeta(input.tensor));
   at::Tensor out = emptyLike(meta_op(metas), device);
   if (out.numel() != 0) launchOnDevice(op, device, operandsOf(out, inputs), std::move(kernel));
   return out;
 }
 
-const at::Tensor& runInto(const char* op, const at::Tensor& out, std::vector<at::Tensor> inputs,
-                          OpKernel kernel, OpCheck check) {
-  TORCH_CHECK(out.device().type() == c10::DeviceType::PrivateUse1, op,
-              ": the output must be a simdev tensor like the inputs, got a ", out.device(),
-              " tensor; move it with .to() or write into a new simdev tensor");
-  const c10::DeviceIndex device = deviceOf(op, &out, inputs);
+const at::Tensor& runInto(const char* op, const at::Tensor& out, const char* out_name, const Inputs& inputs,
+                          CpuScalars cpu_scalars, OpKernel kernel, OpCheck check) {
+  // The output is checked like the inputs, never as a CPU scalar: a CPU `out`
+  // (or CPU self of an in-place op) beside simdev inputs is refused.
+  const c10::DeviceIndex device = deviceOf(op, &out, out_name, inputs, cpu_scalars);
   std::vector<at::Tensor> metas;
   metas.reserve(inputs.size() + 1);
   metas.push_back(toMeta(out));
-  for (const at::Tensor& input : inputs) metas.push_back(toMeta(input));
+  for (const Input& input : inputs) metas.push_back(toMeta(input.tensor));
   if (check) {
     check(metas);
   } else {
@@ -74,9 +80,10 @@ const at::Tensor& runInto(const char* op, const at::Tensor& out, std::vector<at:
   return out;
 }
 
-at::Tensor& runInto(const char* op, at::Tensor& out, std::vector<at::Tensor> inputs, OpKernel kernel,
-                    OpCheck check) {
-  runInto(op, static_cast<const at::Tensor&>(out), std::move(inputs), std::move(kernel), std::move(check));
+at::Tensor& runInto(const char* op, at::Tensor& out, const char* out_name, const Inputs& inputs,
+                    CpuScalars cpu_scalars, OpKernel kernel, OpCheck check) {
+  runInto(op, static_cast<const at::Tensor&>(out), out_name, inputs, cpu_scalars, std::move(kernel),
+          std::move(check));
   return out;
 }
 

@@ -14,6 +14,8 @@
 #include <functional>
 #include <vector>
 
+#include "ops/ArgumentDevices.h"
+
 namespace torch_simdev {
 
 // The CPU kernel of an op: tensors[0] is the output, the rest the inputs, all
@@ -23,20 +25,33 @@ using OpKernel = std::function<void(std::vector<at::Tensor>& tensors)>;
 // (metas[0] is the output); may resize metas[0] as the op would resize out.
 using OpCheck = std::function<void(std::vector<at::Tensor>& metas)>;
 
+// An op's tensor argument and its name in the op's schema (for the device
+// check's messages, ArgumentDevices.h).
+struct Input {
+  const char* name;
+  at::Tensor tensor;
+};
+using Inputs = std::vector<Input>;
+
+// `op` is the operator's schema name (aten::add.Tensor): it names the op in
+// errors and its work in stream failures. `cpu_scalars` says whether a 0-dim
+// CPU input may accompany the simdev tensors, as on CUDA (ArgumentDevices.h).
+
 // A functional op: `meta_op` maps meta inputs to the meta result (giving the
 // output's sizes, strides and dtype); the output is allocated on the inputs'
 // simdev device and `kernel` fills it, on the device's current stream.
-at::Tensor runFunctional(const char* op, std::vector<at::Tensor> inputs,
+at::Tensor runFunctional(const char* op, const Inputs& inputs, CpuScalars cpu_scalars,
                          const std::function<at::Tensor(std::vector<at::Tensor>&)>& meta_op,
                          OpKernel kernel);
 
-// An out= or in-place op writing `out` (a simdev tensor): `check` validates
-// on meta tensors (default: `kernel` itself run on them), then `kernel` runs
-// as host work. For in-place ops, pass self as `out` and only the other inputs.
-at::Tensor& runInto(const char* op, at::Tensor& out, std::vector<at::Tensor> inputs, OpKernel kernel,
-                    OpCheck check = nullptr);
-const at::Tensor& runInto(const char* op, const at::Tensor& out, std::vector<at::Tensor> inputs,
-                          OpKernel kernel, OpCheck check = nullptr);
+// An out= or in-place op writing `out` (a simdev tensor, the argument
+// `out_name`): `check` validates on meta tensors (default: `kernel` itself run
+// on them), then `kernel` runs as host work. For in-place ops, pass self as
+// `out` ("self") and only the other inputs.
+at::Tensor& runInto(const char* op, at::Tensor& out, const char* out_name, const Inputs& inputs,
+                    CpuScalars cpu_scalars, OpKernel kernel, OpCheck check = nullptr);
+const at::Tensor& runInto(const char* op, const at::Tensor& out, const char* out_name, const Inputs& inputs,
+                          CpuScalars cpu_scalars, OpKernel kernel, OpCheck check = nullptr);
 
 // ---------------------------------------------------------------- elementwise
 // TensorIterator's rules for elementwise ops, on meta tensors.

@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "ops/ArgumentDevices.h"
 #include "ops/HostWork.h"
 
 namespace torch_simdev {
@@ -38,44 +39,15 @@ namespace {
 
 using Tensors = std::vector<at::Tensor>;
 
+// Every tensor of a convolution must be on one simdev device, as CUDA requires
+// of its convolutions (ArgumentDevices.h); no convolution argument is a scalar.
+constexpr CpuScalars kNoScalars = CpuScalars::kRefused;
+
 // A tensor argument and its name in the op's schema, for error messages.
 struct Argument {
   const char* name;
   const at::Tensor* tensor;
 };
-
-std::string deviceName(const at::Tensor& t) {
-  if (t.device().type() == c10::DeviceType::PrivateUse1) {
-    return "simdev:" + std::to_string(static_cast<int>(t.device().index()));
-  }
-  return t.device().str();
-}
-
-// Every tensor of a convolution must be on one simdev device, as CUDA requires
-// of its convolutions: the work runs on that device's stream, and memory of
-// the CPU or of another device would be read there without any ordering
-// against the work that writes it. (commonDevice in HostWork.h would let a
-// 0-dim CPU tensor through; no convolution argument is a scalar.)
-c10::DeviceIndex sameDevice(const char* op, std::initializer_list<Argument> arguments) {
-  const Argument* reference = nullptr;
-  for (const Argument& argument : arguments) {
-    if (argument.tensor->defined() && argument.tensor->device().type() == c10::DeviceType::PrivateUse1) {
-      reference = &argument;
-      break;
-    }
-  }
-  // Unreachable through the dispatcher, which only routes here with a simdev tensor.
-  TORCH_CHECK(reference != nullptr, op, ": expected simdev tensors");
-  const std::string target = deviceName(*reference->tensor);
-  for (const Argument& argument : arguments) {
-    const at::Tensor& t = *argument.tensor;
-    if (!t.defined() || t.device() == reference->tensor->device()) continue;
-    TORCH_CHECK(false, op, ": expected all tensors on the same device, but ", argument.name, " is on ",
-                deviceName(t), " and ", reference->name, " on ", target, "; move ", argument.name,
-                " there with .to('", target, "') (a module's parameters with module.to('", target, "'))");
-  }
-  return reference->tensor->device().index();
-}
 
 // ATen's CPU kernels reject mixed dtypes too, but on the worker that would
 // only fail the stream later; raise here, at the call.
@@ -138,7 +110,8 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
                                     at::IntArrayRef output_padding, int64_t groups) {
   constexpr const char* op = "convolution";
   const at::Tensor bias = bias_opt.value_or(at::Tensor());
-  const c10::DeviceIndex device = sameDevice(op, {{"input", &input}, {"weight", &weight}, {"bias", &bias}});
+  const c10::DeviceIndex device =
+      commonSimdevDevice(op, {{"input", &input}, {"weight", &weight}, {"bias", &bias}}, kNoScalars);
   sameDtype(op, {{"input", &input}, {"weight", &weight}, {"bias", &bias}});
   // The output's shape, and the shape errors, from the meta kernel FakeTensor
   // uses too: a bad call raises here, and compiled graphs agree on the shape.
@@ -166,7 +139,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
     int64_t groups, std::array<bool, 3> output_mask) {
   constexpr const char* op = "convolution_backward";
   const c10::DeviceIndex device =
-      sameDevice(op, {{"grad_output", &grad_output}, {"input", &input}, {"weight", &weight}});
+      commonSimdevDevice(op, {{"grad_output", &grad_output}, {"input", &input}, {"weight", &weight}}, kNoScalars);
   sameDtype(op, {{"grad_output", &grad_output}, {"input", &input}, {"weight", &weight}});
   TORCH_CHECK(grad_output.dim() >= 2, op, ": expected grad_output with a batch and a channel dimension, got ",
               grad_output.dim(), " dimension(s)");
@@ -228,7 +201,7 @@ at::Tensor _convolution(const at::Tensor& input, const at::Tensor& weight, const
                         at::IntArrayRef output_padding, int64_t groups, bool benchmark, bool deterministic,
                         bool cudnn_enabled, bool allow_tf32) {
   const at::Tensor bias = bias_opt.value_or(at::Tensor());
-  sameDevice("convolution", {{"input", &input}, {"weight", &weight}, {"bias", &bias}});
+  commonSimdevDevice("convolution", {{"input", &input}, {"weight", &weight}, {"bias", &bias}}, kNoScalars);
   return at::native::_convolution(input, weight, bias_opt, stride, padding, dilation, transposed, output_padding,
                                   groups, benchmark, deterministic, cudnn_enabled, allow_tf32);
 }
@@ -237,7 +210,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
     at::OptionalIntArrayRef bias_sizes, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
     bool transposed, at::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask) {
-  sameDevice("convolution_backward", {{"grad_output", &grad_output}, {"input", &input}, {"weight", &weight}});
+  commonSimdevDevice("convolution_backward", {{"grad_output", &grad_output}, {"input", &input}, {"weight", &weight}},
+                     kNoScalars);
   return at::native::convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation,
                                           transposed, output_padding, groups, output_mask);
 }

@@ -12,6 +12,11 @@ namespace {
 
 using Tensors = std::vector<at::Tensor>;
 
+// A 0-dim CPU tensor may be an operand of a binary op, not of a unary one, as
+// on CUDA (TensorIterator's allow_cpu_scalars, ArgumentDevices.h).
+constexpr CpuScalars kBinary = CpuScalars::kAccepted;
+constexpr CpuScalars kUnary = CpuScalars::kRefused;
+
 // Shape and dtype of a functional elementwise op's result.
 std::function<at::Tensor(Tensors&)> resultOf(Promotion promotion) {
   return [promotion](Tensors& metas) { return elementwiseResult(metas, promotion); };
@@ -29,96 +34,107 @@ void checkNeg(const at::Tensor& self) {
               "mask, use the `~` or `logical_not()` operator instead.");
 }
 
+// The tensor arguments of a binary op, named as in its schema.
+Inputs binaryInputs(const at::Tensor& self, const at::Tensor& other) { return {{"self", self}, {"other", other}}; }
+
 // ---------------------------------------------------------------- add / sub
 
 at::Tensor add(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
   checkAddSub("add", self, other, alpha);
-  return runFunctional("add", {self, other}, resultOf(Promotion::kCommonDtype),
+  return runFunctional("aten::add.Tensor", binaryInputs(self, other), kBinary, resultOf(Promotion::kCommonDtype),
                        [alpha](Tensors& t) { at::add_out(t[0], t[1], t[2], alpha); });
 }
 at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha, at::Tensor& out) {
   checkAddSub("add", self, other, alpha);
-  return runInto("add.out", out, {self, other}, [alpha](Tensors& t) { at::add_out(t[0], t[1], t[2], alpha); },
+  return runInto("aten::add.out", out, "out", binaryInputs(self, other), kBinary,
+                 [alpha](Tensors& t) { at::add_out(t[0], t[1], t[2], alpha); },
                  elementwiseCheck(Promotion::kCommonDtype, /*inplace=*/false));
 }
 at::Tensor& add_(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
   checkAddSub("add", self, other, alpha);
-  return runInto("add_", self, {other}, [alpha](Tensors& t) { t[0].add_(t[1], alpha); },
+  return runInto("aten::add_.Tensor", self, "self", {{"other", other}}, kBinary,
+                 [alpha](Tensors& t) { t[0].add_(t[1], alpha); },
                  elementwiseCheck(Promotion::kCommonDtype, /*inplace=*/true));
 }
 
 at::Tensor sub(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
   checkAddSub("sub", self, other, alpha);
-  return runFunctional("sub", {self, other}, resultOf(Promotion::kCommonDtype),
+  return runFunctional("aten::sub.Tensor", binaryInputs(self, other), kBinary, resultOf(Promotion::kCommonDtype),
                        [alpha](Tensors& t) { at::sub_out(t[0], t[1], t[2], alpha); });
 }
 at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha, at::Tensor& out) {
   checkAddSub("sub", self, other, alpha);
-  return runInto("sub.out", out, {self, other}, [alpha](Tensors& t) { at::sub_out(t[0], t[1], t[2], alpha); },
+  return runInto("aten::sub.out", out, "out", binaryInputs(self, other), kBinary,
+                 [alpha](Tensors& t) { at::sub_out(t[0], t[1], t[2], alpha); },
                  elementwiseCheck(Promotion::kCommonDtype, /*inplace=*/false));
 }
 at::Tensor& sub_(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
   checkAddSub("sub", self, other, alpha);
-  return runInto("sub_", self, {other}, [alpha](Tensors& t) { t[0].sub_(t[1], alpha); },
+  return runInto("aten::sub_.Tensor", self, "self", {{"other", other}}, kBinary,
+                 [alpha](Tensors& t) { t[0].sub_(t[1], alpha); },
                  elementwiseCheck(Promotion::kCommonDtype, /*inplace=*/true));
 }
 
 // ---------------------------------------------------------------- mul / div
 
 at::Tensor mul(const at::Tensor& self, const at::Tensor& other) {
-  return runFunctional("mul", {self, other}, resultOf(Promotion::kCommonDtype),
+  return runFunctional("aten::mul.Tensor", binaryInputs(self, other), kBinary, resultOf(Promotion::kCommonDtype),
                        [](Tensors& t) { at::mul_out(t[0], t[1], t[2]); });
 }
 at::Tensor& mul_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-  return runInto("mul.out", out, {self, other}, [](Tensors& t) { at::mul_out(t[0], t[1], t[2]); },
+  return runInto("aten::mul.out", out, "out", binaryInputs(self, other), kBinary,
+                 [](Tensors& t) { at::mul_out(t[0], t[1], t[2]); },
                  elementwiseCheck(Promotion::kCommonDtype, /*inplace=*/false));
 }
 at::Tensor& mul_(at::Tensor& self, const at::Tensor& other) {
-  return runInto("mul_", self, {other}, [](Tensors& t) { t[0].mul_(t[1]); },
-                 elementwiseCheck(Promotion::kCommonDtype, /*inplace=*/true));
+  return runInto("aten::mul_.Tensor", self, "self", {{"other", other}}, kBinary,
+                 [](Tensors& t) { t[0].mul_(t[1]); }, elementwiseCheck(Promotion::kCommonDtype, /*inplace=*/true));
 }
 
 at::Tensor div(const at::Tensor& self, const at::Tensor& other) {
-  return runFunctional("div", {self, other}, resultOf(Promotion::kIntegerToFloat),
+  return runFunctional("aten::div.Tensor", binaryInputs(self, other), kBinary, resultOf(Promotion::kIntegerToFloat),
                        [](Tensors& t) { at::div_out(t[0], t[1], t[2]); });
 }
 at::Tensor& div_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-  return runInto("div.out", out, {self, other}, [](Tensors& t) { at::div_out(t[0], t[1], t[2]); },
+  return runInto("aten::div.out", out, "out", binaryInputs(self, other), kBinary,
+                 [](Tensors& t) { at::div_out(t[0], t[1], t[2]); },
                  elementwiseCheck(Promotion::kIntegerToFloat, /*inplace=*/false));
 }
 at::Tensor& div_(at::Tensor& self, const at::Tensor& other) {
-  return runInto("div_", self, {other}, [](Tensors& t) { t[0].div_(t[1]); },
-                 elementwiseCheck(Promotion::kIntegerToFloat, /*inplace=*/true));
+  return runInto("aten::div_.Tensor", self, "self", {{"other", other}}, kBinary,
+                 [](Tensors& t) { t[0].div_(t[1]); }, elementwiseCheck(Promotion::kIntegerToFloat, /*inplace=*/true));
 }
 
 // ---------------------------------------------------------------- neg / exp
 
 at::Tensor neg(const at::Tensor& self) {
   checkNeg(self);
-  return runFunctional("neg", {self}, resultOf(Promotion::kSameDtype),
+  return runFunctional("aten::neg", {{"self", self}}, kUnary, resultOf(Promotion::kSameDtype),
                        [](Tensors& t) { at::neg_out(t[0], t[1]); });
 }
 at::Tensor& neg_out(const at::Tensor& self, at::Tensor& out) {
   checkNeg(self);
-  return runInto("neg.out", out, {self}, [](Tensors& t) { at::neg_out(t[0], t[1]); },
+  return runInto("aten::neg.out", out, "out", {{"self", self}}, kUnary,
+                 [](Tensors& t) { at::neg_out(t[0], t[1]); },
                  elementwiseCheck(Promotion::kSameDtype, /*inplace=*/false));
 }
 at::Tensor& neg_(at::Tensor& self) {
   checkNeg(self);
-  return runInto("neg_", self, {}, [](Tensors& t) { t[0].neg_(); },
+  return runInto("aten::neg_", self, "self", {}, kUnary, [](Tensors& t) { t[0].neg_(); },
                  elementwiseCheck(Promotion::kSameDtype, /*inplace=*/true));
 }
 
 at::Tensor exp(const at::Tensor& self) {
-  return runFunctional("exp", {self}, resultOf(Promotion::kIntegerToFloat),
+  return runFunctional("aten::exp", {{"self", self}}, kUnary, resultOf(Promotion::kIntegerToFloat),
                        [](Tensors& t) { at::exp_out(t[0], t[1]); });
 }
 at::Tensor& exp_out(const at::Tensor& self, at::Tensor& out) {
-  return runInto("exp.out", out, {self}, [](Tensors& t) { at::exp_out(t[0], t[1]); },
+  return runInto("aten::exp.out", out, "out", {{"self", self}}, kUnary,
+                 [](Tensors& t) { at::exp_out(t[0], t[1]); },
                  elementwiseCheck(Promotion::kIntegerToFloat, /*inplace=*/false));
 }
 at::Tensor& exp_(at::Tensor& self) {
-  return runInto("exp_", self, {}, [](Tensors& t) { t[0].exp_(); },
+  return runInto("aten::exp_", self, "self", {}, kUnary, [](Tensors& t) { t[0].exp_(); },
                  elementwiseCheck(Promotion::kIntegerToFloat, /*inplace=*/true));
 }
 
@@ -131,19 +147,25 @@ at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
   // An unrepresentable value (e.g. 300 into uint8) must raise here, not on the
   // worker: a 0-dim CPU fill performs ATen's range check.
   at::empty({}, at::TensorOptions().dtype(self.scalar_type())).fill_(value);
-  return runInto("fill_", self, {}, [value](Tensors& t) { t[0].fill_(value); }, noCheck);
+  return runInto("aten::fill_.Scalar", self, "self", {}, kUnary, [value](Tensors& t) { t[0].fill_(value); },
+                 noCheck);
 }
 
 at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
   TORCH_CHECK(value.dim() == 0, "fill_ only supports a 0-dimension value tensor, got one with ", value.dim(),
               " dimensions; pass a scalar or a 0-dim tensor");
-  // The value may be a simdev tensor written by queued work: it is read on
-  // the worker, in stream order.
-  return runInto("fill_", self, {value}, [](Tensors& t) { t[0].fill_(t[1]); }, noCheck);
+  // A value on another device (the CPU, another simdev device), or a value
+  // on simdev for a CPU self, is read with item(), as ATen's fill_ does on
+  // every backend (aten/src/ATen/native/Fill.cpp): CUDA accepts either.
+  if (value.device() != self.device()) return self.fill_(value.item());
+  // The value may be written by queued work: it is read on the worker, in
+  // stream order.
+  return runInto("aten::fill_.Tensor", self, "self", {{"value", value}}, kUnary,
+                 [](Tensors& t) { t[0].fill_(t[1]); }, noCheck);
 }
 
 at::Tensor& zero_(at::Tensor& self) {
-  return runInto("zero_", self, {}, [](Tensors& t) { t[0].zero_(); }, noCheck);
+  return runInto("aten::zero_", self, "self", {}, kUnary, [](Tensors& t) { t[0].zero_(); }, noCheck);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include "SimdevAllocator.h"
 #include "SimdevDevice.h"
+#include "ops/ArgumentDevices.h"
 #include "ops/StorageResize.h"
 
 namespace torch_simdev {
@@ -60,11 +61,11 @@ const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size,
   return self;
 }
 
-at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t storage_offset, at::IntArrayRef size,
-                        at::IntArrayRef stride) {
-  TORCH_CHECK(source.device().type() == c10::DeviceType::PrivateUse1,
-              "set_: a simdev tensor can only be set to a simdev storage, got a storage on ", source.device(),
-              "; move the data with .to() first");
+// set_ to a storage (`op` names the overload in errors), which must be on
+// self's device, as ATen's checkSetStorage requires of every backend.
+at::Tensor& setStorage(const char* op, at::Tensor& self, c10::Storage source, int64_t storage_offset,
+                       at::IntArrayRef size, at::IntArrayRef stride) {
+  checkStorageDevice(op, self, source);
   // An omitted stride (the schema's default []) means contiguous.
   if (stride.empty()) stride = at::IntArrayRef();
   at::native::checkSetStorage(self, source, storage_offset, size, stride);
@@ -77,24 +78,35 @@ at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t storage_o
   return self;
 }
 
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t storage_offset, at::IntArrayRef size,
+                        at::IntArrayRef stride) {
+  return setStorage("aten::set_.source_Storage_storage_offset", self, std::move(source), storage_offset, size,
+                    stride);
+}
+
 at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
   const int64_t numel = static_cast<int64_t>(source.nbytes() / self.dtype().itemsize());
-  return set_storage(self, std::move(source), 0, {numel}, {});
+  return setStorage("aten::set_.source_Storage", self, std::move(source), 0, {numel}, {});
 }
 
 at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
+  // Routed here when either is a simdev tensor: a CPU self with a simdev
+  // source too, which CUDA refuses as well.
+  commonSimdevDevice("aten::set_.source_Tensor", {{"self", &self, /*written=*/true}, {"source", &source}},
+                     CpuScalars::kRefused);
   TORCH_CHECK(self.scalar_type() == source.scalar_type(), "set_: expected a source of dtype ",
               self.scalar_type(), " like the tensor being set, got ", source.scalar_type(),
               "; convert it with .to(dtype) first");
   if (self.is_same(source)) return self;
-  return set_storage(self, source.storage(), source.storage_offset(), source.sizes(), source.strides());
+  return setStorage("aten::set_.source_Tensor", self, source.storage(), source.storage_offset(), source.sizes(),
+                    source.strides());
 }
 
 // set_() with no source: an empty tensor with a fresh, empty storage.
 at::Tensor& set_empty(at::Tensor& self) {
   c10::DeviceGuard guard(self.device());
   c10::Storage empty(c10::Storage::use_byte_size_t(), 0, &allocator(), /*resizable=*/true);
-  return set_storage(self, std::move(empty), 0, {0}, {});
+  return setStorage("aten::set_", self, std::move(empty), 0, {0}, {});
 }
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {

@@ -5,14 +5,55 @@
 // but synchronous: only the operators registered in ops/*.cpp are
 // asynchronous, stream-ordered host work. To make another operator async,
 // register it the way elementwise.cpp does.
+//
+// The fallback itself takes tensors of any device (it copies them all to the
+// CPU), so the call's devices are checked first, as CUDA's kernels check
+// theirs (ArgumentDevices.h).
 #include <ATen/native/CPUFallback.h>
 #include <torch/library.h>
+
+#include <optional>
+
+#include "ops/ArgumentDevices.h"
 
 namespace torch_simdev {
 namespace {
 
+// cpu_fallback puts the results on the device of the first tensor argument
+// (or of a Device argument). When that tensor is a CPU scalar operand
+// (`torch.where(torch.tensor(True), torch.tensor(1.), x)`), the results
+// belong on the call's simdev device, as on CUDA.
+bool resultsWouldStayOnCpu(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  const std::vector<c10::Argument>& schema = op.schema().arguments();
+  const size_t first = stack.size() - schema.size();
+  for (size_t i = first; i < stack.size(); ++i) {
+    if (stack[i].isDevice()) return false;
+  }
+  for (size_t i = first; i < stack.size(); ++i) {
+    if (stack[i].isTensor()) return stack[i].toTensor().defined() && stack[i].toTensor().is_cpu();
+  }
+  return false;
+}
+
+void moveResultsTo(c10::DeviceIndex device, const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const c10::Device target(c10::DeviceType::PrivateUse1, device);
+  const std::vector<c10::Argument>& returns = op.schema().returns();
+  const size_t first = stack->size() - returns.size();
+  for (size_t i = 0; i < returns.size(); ++i) {
+    c10::IValue& result = (*stack)[first + i];
+    const c10::AliasInfo* alias = returns[i].alias_info();
+    if (alias != nullptr && alias->isWrite()) continue;  // an input itself, already in place
+    if (result.isTensor() && result.toTensor().defined() && result.toTensor().is_cpu()) {
+      result = result.toTensor().to(target);
+    }
+  }
+}
+
 void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const std::optional<c10::DeviceIndex> device = checkBoxedCallDevices(op, *stack);
+  const bool fix_results = device.has_value() && resultsWouldStayOnCpu(op, *stack);
   at::native::cpu_fallback(op, stack);
+  if (fix_results) moveResultsTo(*device, op, stack);
 }
 
 }  // namespace

@@ -13,6 +13,10 @@ namespace {
 
 using Tensors = std::vector<at::Tensor>;
 
+// Reductions take no CPU scalar beside their simdev tensors, as on CUDA
+// (TensorIterator::reduce_op does not allow_cpu_scalars).
+constexpr CpuScalars kReduction = CpuScalars::kRefused;
+
 // `dim` is a view into the caller's arguments; queued work needs its own copy.
 struct Dims {
   std::optional<std::vector<int64_t>> values;
@@ -28,14 +32,15 @@ at::Tensor sum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim
                std::optional<c10::ScalarType> dtype) {
   const Dims dims(dim);
   return runFunctional(
-      "sum", {self}, [&](Tensors& m) { return at::sum(m[0], dims.ref(), keepdim, dtype); },
+      "aten::sum.dim_IntList", {{"self", self}}, kReduction,
+      [&](Tensors& m) { return at::sum(m[0], dims.ref(), keepdim, dtype); },
       [dims, keepdim, dtype](Tensors& t) { at::sum_out(t[0], t[1], dims.ref(), keepdim, dtype); });
 }
 
 at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                     std::optional<c10::ScalarType> dtype, at::Tensor& out) {
   const Dims dims(dim);
-  return runInto("sum.out", out, {self},
+  return runInto("aten::sum.IntList_out", out, "out", {{"self", self}}, kReduction,
                  [dims, keepdim, dtype](Tensors& t) { at::sum_out(t[0], t[1], dims.ref(), keepdim, dtype); });
 }
 
@@ -43,14 +48,15 @@ at::Tensor mean(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdi
                 std::optional<c10::ScalarType> dtype) {
   const Dims dims(dim);
   return runFunctional(
-      "mean", {self}, [&](Tensors& m) { return at::mean(m[0], dims.ref(), keepdim, dtype); },
+      "aten::mean.dim", {{"self", self}}, kReduction,
+      [&](Tensors& m) { return at::mean(m[0], dims.ref(), keepdim, dtype); },
       [dims, keepdim, dtype](Tensors& t) { at::mean_out(t[0], t[1], dims.ref(), keepdim, dtype); });
 }
 
 at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                      std::optional<c10::ScalarType> dtype, at::Tensor& out) {
   const Dims dims(dim);
-  return runInto("mean.out", out, {self},
+  return runInto("aten::mean.out", out, "out", {{"self", self}}, kReduction,
                  [dims, keepdim, dtype](Tensors& t) { at::mean_out(t[0], t[1], dims.ref(), keepdim, dtype); });
 }
 
@@ -61,7 +67,7 @@ at::Tensor max(const at::Tensor& self) {
               "reduction dim with the 'dim' argument.");
   // The result is a 0-dim tensor of the input's dtype.
   return runFunctional(
-      "max", {self}, [](Tensors& m) { return at::empty({}, m[0].options()); },
+      "aten::max", {{"self", self}}, kReduction, [](Tensors& m) { return at::empty({}, m[0].options()); },
       [](Tensors& t) { at::max_out(t[0], t[1]); });
 }
 

@@ -200,19 +200,20 @@ def test_set_variants():
 def test_cross_device_operands_are_rejected(two_devices):
     d0, d1 = two_devices
     a, b = torch.ones(3, device=d0), torch.ones(3, device=d1)
-    with pytest.raises(RuntimeError, match="expected all tensors on the same simdev device, got simdev:0 and simdev:1; move one with .to()"):
+    with pytest.raises(RuntimeError, match=r"expected all tensors on the same device, but other is on simdev:1 and "
+                                           r"self on simdev:0; move other there with \.to\('simdev:0'\)"):
         a + b
-    with pytest.raises(RuntimeError, match="same simdev device"):
+    with pytest.raises(RuntimeError, match="other is on simdev:1 and self on simdev:0"):
         a.add_(b)
-    with pytest.raises(RuntimeError, match="same simdev device"):
+    with pytest.raises(RuntimeError, match="out is on simdev:1 and self on simdev:0"):
         torch.mul(a, a, out=torch.empty(3, device=d1))
 
 
 def test_cpu_tensor_operand_is_rejected():
     a = torch.ones(3, device="simdev")
-    with pytest.raises(RuntimeError, match="got simdev:0 and cpu"):
+    with pytest.raises(RuntimeError, match="other is on cpu and self on simdev:0"):
         a + torch.ones(3)
-    with pytest.raises(RuntimeError, match="output must be a simdev tensor"):
+    with pytest.raises(RuntimeError, match="out is on cpu and self on simdev:0"):
         torch.add(a, a, out=torch.empty(3))
 
 
