@@ -44,12 +44,12 @@ std::string Where(const PackContext& ctx, int position, const std::string& path)
 }
 
 // The argument as the caller wrote it, for a suggested fix: "y", "pair[1]"
-// (the kernel's parameter name; "the tensor" where the launcher has none).
+// (the kernel's parameter name; "tensor" where the launcher has none).
 std::string Expression(const PackContext& ctx, int position, const std::string& path) {
   if (ctx.arg_names && position >= 0 && static_cast<size_t>(position) < ctx.arg_names->size()) {
     return (*ctx.arg_names)[static_cast<size_t>(position)] + path;
   }
-  return "the tensor";
+  return "tensor";
 }
 
 [[noreturn]] void Fail(ErrorKind kind, const PackContext& ctx, int position, const std::string& path,

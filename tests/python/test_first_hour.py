@@ -147,6 +147,10 @@ def test_a_plugin_that_never_calls_devbridge_gets_errors_naming_the_missing_call
         assert "declare_hardware('simdev', compiler=..., kernel_runtime=...)" in text, text
         assert "KeyError" not in text, text
         assert torch.equal(torch.compile(lambda t: t + 1)(torch.ones(3)), torch.full((3,), 2.0))  # cpu still compiles
+        # Declared later, the hardware serves the next compile.
+        devbridge.triton.declare_hardware("simdev", compiler="interpreter",
+                                          kernel_runtime="simdev-interpreter:" + torch_simdev.runtime_library_path())
+        assert torch.equal(torch.compile(lambda t: t * 3)(x).cpu(), torch.full((64,), 3.0))
         print("named")
     """, TORCH_DEVICE_BACKEND_AUTOLOAD="0", SIMDEV_DEVBRIDGE="0")
     assert "named" in out

@@ -17,8 +17,9 @@ from .registry import check
 from .result import CheckFailed, CheckResult
 
 _INSTALL_FIX = (
-    "call devbridge.install() from the plugin's torch.backends autoload hook (three lines: "
-    "docs/plugin-authors.md); users of an unmodified plugin call devbridge.install() once"
+    "call devbridge.install() when the plugin's package is imported (three lines: docs/plugin-authors.md), "
+    "which torch's autoload does and a process with TORCH_DEVICE_BACKEND_AUTOLOAD=0 does itself; users of an "
+    "unmodified plugin call devbridge.install() once"
 )
 
 
@@ -42,9 +43,8 @@ def _first_line(error: BaseException) -> str:
 
 def _what_torch_serves(backend: Backend, table: abi.Table) -> str:
     """What PyTorch's own table and Python protocol give for the plugin's
-    tensors in this process: measured, since it differs between torch
-    versions and plugins (the stream of a plugin whose guard overrides
-    getStreamNativeHandle is live on torch 2.13)."""
+    tensors in this process, measured: it differs between torch versions
+    and between plugins."""
     index = torch.accelerator.current_device_index()
     device = torch.device(backend.name, index)
     side = torch.Stream(device=device)

@@ -3,9 +3,9 @@
   activate() / deactivate()   make devbridge's Triton driver the active one
                               (both also work as context managers); needed
                               only where another Triton backend is active
-                              (cuda on a GPU host): elsewhere Triton picks
-                              devbridge's driver by itself once the plugin
-                              declared its hardware (backend/driver.py)
+                              (cuda on a GPU host): where the plugin is the
+                              only accelerator, Triton picks devbridge's
+                              driver by itself (backend/driver.py)
   declare_hardware()          a plugin says which Triton compiler and kernel
                               runtime serve its device (hardware.py)
   policy                      the registry of host-runtime policies; the

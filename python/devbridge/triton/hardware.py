@@ -1,7 +1,7 @@
 """What hardware a plugin device runs on, as devbridge's Triton backend needs it.
 
-A plugin declares it once, from its autoload hook (so Inductor's compile
-workers, fresh interpreters, see it too):
+A plugin declares it once, when its package is imported (torch's autoload
+imports it, and so do Inductor's compile workers, fresh interpreters):
 
     devbridge.triton.declare_hardware("cudadev", compiler="nvidia", kernel_runtime="cuda")
 
@@ -90,7 +90,7 @@ def how_to_declare(device: str) -> str:
     """What declaring the hardware of `device` means, for messages that ask
     for it: no compiler or kernel runtime is suggested, since only the plugin
     knows what chip it drives."""
-    return (f"the plugin declares, once, from its autoload hook, which Triton compiler builds kernels for the "
+    return (f"the plugin declares, once, when it is imported, which Triton compiler builds kernels for the "
             f"hardware it drives and how those binaries are loaded and launched: "
             f"devbridge.triton.declare_hardware('{device}', compiler=..., kernel_runtime=...), with compiler "
             f"the Triton backend of that hardware ({', '.join(repr(c) for c in KNOWN_COMPILERS)} or "

@@ -89,12 +89,10 @@ def serves_by_default() -> bool:
     """Whether Triton's default driver should be devbridge's: a PrivateUse1
     plugin is loaded, this Triton is one devbridge was checked on, and no
     other Triton backend is active, so the plugin is the only accelerator
-    Triton could serve (an NPU host, or simdev on a CPU one). Kernels on it
-    then run, or, where the plugin declared no Triton hardware, fail with
-    devbridge's error saying so rather than Triton's "0 active drivers".
-    Where another backend is active (cuda on a GPU host beside cudadev),
-    Triton keeps it and devbridge.triton.activate() remains the way to run
-    on the plugin."""
+    Triton could serve (an NPU host; simdev on a CPU one). A plugin without
+    declared hardware then gets devbridge's error naming the declaration,
+    not Triton's "0 active drivers". Where another backend is active (cuda
+    beside cudadev), Triton keeps it and activate() selects devbridge's."""
     import sys
 
     from devbridge.triton import _triton_api
