@@ -1,4 +1,5 @@
-"""Command line: ``python -m devbridge check [--device NAME] [--plugin MODULE] [--json]``."""
+"""Command line: ``python -m devbridge check [--device NAME] [--plugin MODULE] [--json]``,
+``python -m devbridge --version``."""
 
 from __future__ import annotations
 
@@ -6,11 +7,38 @@ import argparse
 import sys
 
 
+def version_line() -> str:
+    """devbridge's version and the torch and Triton it runs with here:
+    "devbridge 0.1.0 (torch 2.13.0+cpu, triton 3.7.1)". Triton's version is
+    its installed distribution's (importing Triton takes seconds)."""
+    import importlib.metadata
+
+    import torch
+
+    import devbridge
+
+    try:
+        triton = "triton " + importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
+        triton = "no triton"
+    return f"devbridge {devbridge.__version__} (torch {torch.__version__}, {triton})"
+
+
+class _Version(argparse.Action):
+    # argparse's own "version" action takes its text when the parser is built;
+    # this one imports torch only when --version is given.
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_line())
+        parser.exit()
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="devbridge",
         description="devbridge: Triton and DLPack/TVM-FFI kernels on PyTorch PrivateUse1 plugins.",
     )
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="print devbridge's version and the torch and Triton it runs with, and exit")
     commands = parser.add_subparsers(dest="command", required=True)
     check = commands.add_parser(
         "check",

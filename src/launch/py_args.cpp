@@ -43,6 +43,15 @@ std::string Where(const PackContext& ctx, int position, const std::string& path)
   return where + path + " of kernel '" + (ctx.kernel_name ? *ctx.kernel_name : ctx.kernel->name) + "'";
 }
 
+// The argument as the caller wrote it, for a suggested fix: "y", "pair[1]"
+// (the kernel's parameter name; "tensor" where the launcher has none).
+std::string Expression(const PackContext& ctx, int position, const std::string& path) {
+  if (ctx.arg_names && position >= 0 && static_cast<size_t>(position) < ctx.arg_names->size()) {
+    return (*ctx.arg_names)[static_cast<size_t>(position)] + path;
+  }
+  return "tensor";
+}
+
 [[noreturn]] void Fail(ErrorKind kind, const PackContext& ctx, int position, const std::string& path,
                        const std::string& what) {
   throw Error(kind, "devbridge: " + Where(ctx, position, path) + " " + what);
@@ -119,7 +128,8 @@ uint64_t ExtractPointer(PyObject* value, int position, const std::string& path, 
     if (!SameDevice(kernel, tensor.device)) {
       Fail(ErrorKind::kValue, *ctx, position, path,
            "is a tensor on " + DescribeDevice(tensor.device) + ", but the kernel launches on " +
-               kernel.device_name + "; move it there first (x.to('" + kernel.device_name + "'))");
+               kernel.device_name + "; move it there first (" + Expression(*ctx, position, path) + ".to('" +
+               kernel.device_name + "'))");
     }
     return reinterpret_cast<uint64_t>(tensor.data) + tensor.byte_offset;
   }

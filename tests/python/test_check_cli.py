@@ -56,17 +56,47 @@ def test_text_report_summarises():
     assert "fix:" not in result.stdout
 
 
+def torch_table_on_simdev() -> str:
+    """What PyTorch's own exchange table gives in this process for simdev
+    under a new current stream, in the words of the dlpack.installed check."""
+    import torch
+
+    import devbridge
+    from devbridge import dlpack_ctypes as abi
+
+    index = torch.accelerator.current_device_index()
+    side = torch.Stream(device=torch.device("simdev", index))
+    with side:
+        seen = abi.Table(devbridge.torch_exchange_api()).current_stream(abi.KDL_EXT_DEV, index)
+    return "gave the live stream" if seen == side.native_handle else "gave NULL" if seen == 0 else f"gave {seen:#x}"
+
+
 @needs_simdev
-def test_plugin_that_does_not_install_devbridge_fails_with_the_fix():
-    # With autoload off, importing the plugin by hand skips its autoload hook
-    # (the one that calls devbridge.install()): PyTorch's table stays in place.
-    result = run_check("--plugin", "torch_simdev", "--json", TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+@pytest.mark.parametrize("native_handle", ["1", "0"], ids=["with-native-handle", "without-native-handle"])
+def test_plugin_that_does_not_install_devbridge_fails_with_what_was_measured(native_handle):
+    # SIMDEV_DEVBRIDGE=0: simdev never calls devbridge (no install(), no
+    # declared hardware), as a third-party plugin; without a native-handle
+    # override too, it stands for torch_openreg.
+    result = run_check("--plugin", "torch_simdev", "--json", TORCH_DEVICE_BACKEND_AUTOLOAD="0",
+                       SIMDEV_DEVBRIDGE="0", SIMDEV_NATIVE_HANDLE=native_handle)
     assert result.returncode == 1
     report = json.loads(result.stdout)
-    failed = [c for c in report["checks"] if c["status"] == "FAIL"]
-    assert [c["name"] for c in failed] == ["dlpack.installed"]
-    assert "devbridge.install()" in failed[0]["fix"]
-    assert "autoload" in failed[0]["fix"]
+    failed = failures(report)
+    expected = ["dlpack.installed"] if native_handle == "1" else [
+        "stream.native_handle", "dlpack.installed", "dlpack.stream"]
+    assert list(failed) == expected
+    installed = failed["dlpack.installed"]
+    assert "devbridge.install()" in installed["fix"] and "autoload" in installed["fix"]
+    # What PyTorch's table and protocol did here, not what they do elsewhere.
+    detail = installed["detail"]
+    assert "measured here: its current_work_stream(kDLExtDev, 0) " in detail, detail
+    if native_handle == "1":
+        assert torch_table_on_simdev() in detail, detail
+    else:
+        assert "raised " in detail or "gave NULL" in detail, detail
+    assert "torch.from_dlpack of a simdev tensor " in detail, detail
+    skipped = [c["name"] for c in report["checks"] if c["status"] == "skip"]
+    assert skipped == ["triton.kernel", "torch.compile"], skipped  # no hardware declared (or no Triton)
 
 
 @needs_simdev

@@ -238,8 +238,7 @@ WORKER_SCRIPT = textwrap.dedent("""
     import os, sys
     import torch
     if os.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD") == "0":
-        import torch_simdev  # the plugin, imported explicitly; the workers do not autoload it
-        torch_simdev._autoload()  # its hook, as torch's autoload would have called it
+        import torch_simdev  # imported explicitly, which sets devbridge up; the workers do not autoload it
     import torch._inductor.config as config
     config.compile_threads = int(sys.argv[1])
     assert config.worker_start_method == "subprocess", config.worker_start_method

@@ -214,19 +214,22 @@ def _allocator(backend: Backend, result: CheckResult) -> None:
 
 @check("device.synchronize", "torch.accelerator.synchronize() waits for every stream")
 def _synchronize(backend: Backend, result: CheckResult) -> None:
-    # torch (2.11) returns from torch.accelerator.synchronize() without calling
-    # the guard when it has not marked the device type initialized, and it
-    # marks PrivateUse1 initialized only by calling torch.<name>._lazy_init().
-    if not callable(getattr(backend.module, "_lazy_init", None)):
-        raise CheckFailed(
-            f"torch.{backend.name} has no _lazy_init(): torch then never marks {backend.name} "
-            "initialized, and torch 2.11's torch.accelerator.synchronize() silently does nothing",
-            f"define _lazy_init() in the torch.{backend.name} device module (it may do nothing); "
-            "torch calls it on the first device tensor",
-        )
+    # torch marks a PrivateUse1 device type initialized only by calling
+    # torch.<name>._lazy_init(), and torch 2.11's torch.accelerator.synchronize()
+    # returns without calling the guard for a device type not marked so (2.13's
+    # does not skip it). A plugin must work on every supported torch, so a
+    # missing _lazy_init fails here whatever this torch did; the detail says
+    # what this torch did.
+    has_lazy_init = callable(getattr(backend.module, "_lazy_init", None))
+    lazy_init_fix = (f"define _lazy_init() in the torch.{backend.name} device module (it may do nothing); torch "
+                     "calls it on the first device tensor and only then counts the device initialized, which "
+                     "torch 2.11's torch.accelerator.synchronize() needs to call the guard at all")
     device = _device(backend, torch.accelerator.current_device_index())
     set_delay = _delay_knob(backend)
     if set_delay is None:
+        if not has_lazy_init:
+            raise CheckFailed(f"torch.{backend.name} has no _lazy_init(); whether this torch's "
+                              "torch.accelerator.synchronize() waits was not observed (no delay knob)", lazy_init_fix)
         result.detail = "_lazy_init present; no delay knob to prove the wait"
         return
     side = torch.Stream(device=device)
@@ -243,10 +246,17 @@ def _synchronize(backend: Backend, result: CheckResult) -> None:
         set_delay(0)
         side.synchronize()
     if not drained:
+        fix = f"synchronizeDevice() in {_GUARD} must wait for every stream of the device"
+        if not has_lazy_init:
+            fix = lazy_init_fix + "; and " + fix
         raise CheckFailed(
-            "torch.accelerator.synchronize() returned while a side stream still had queued work",
-            f"synchronizeDevice() in {_GUARD} must wait for every stream of the device",
-        )
+            "torch.accelerator.synchronize() returned while a side stream still had queued work"
+            + ("" if has_lazy_init else f" (torch.{backend.name} has no _lazy_init())"), fix)
+    if not has_lazy_init:
+        raise CheckFailed(
+            f"torch.{backend.name} has no _lazy_init(); on this torch ({torch.__version__}) "
+            "torch.accelerator.synchronize() waited for 60 ms of queued work on a side stream anyway (delay on)",
+            lazy_init_fix)
     result.detail = "waited for 60 ms of queued work on a side stream (delay on)"
 
 

@@ -17,8 +17,9 @@ from .registry import check
 from .result import CheckFailed, CheckResult
 
 _INSTALL_FIX = (
-    "call devbridge.install() from the plugin's torch.backends autoload hook (three lines: "
-    "docs/plugin-authors.md); users of an unmodified plugin call devbridge.install() once"
+    "call devbridge.install() when the plugin's package is imported (three lines: docs/plugin-authors.md), "
+    "which torch's autoload does and a process with TORCH_DEVICE_BACKEND_AUTOLOAD=0 does itself; users of an "
+    "unmodified plugin call devbridge.install() once"
 )
 
 
@@ -35,16 +36,61 @@ def _our_table() -> abi.Table:
     return abi.Table(_devbridge().exchange_api())
 
 
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0] if lines else ''}"
+
+
+def _what_torch_serves(backend: Backend, table: abi.Table) -> str:
+    """What PyTorch's own table and Python protocol give for the plugin's
+    tensors in this process, measured: it differs between torch versions
+    and between plugins."""
+    index = torch.accelerator.current_device_index()
+    device = torch.device(backend.name, index)
+    side = torch.Stream(device=device)
+    with side:
+        try:
+            seen = table.current_stream(abi.KDL_EXT_DEV, index)
+        except Exception as exc:  # noqa: BLE001 - what the consumer would get is the finding
+            stream = f"its current_work_stream(kDLExtDev, {index}) raised {_first_line(exc)}"
+        else:
+            try:
+                want = side.native_handle
+            except Exception as exc:  # noqa: BLE001
+                stream = (f"its current_work_stream(kDLExtDev, {index}) gave {seen:#x}, and torch.Stream.native_handle "
+                          f"raised {_first_line(exc)}")
+            else:
+                if seen == want:
+                    stream = (f"its current_work_stream(kDLExtDev, {index}) gave the live stream {seen:#x} of "
+                              f"{device} (a new stream, made current)")
+                elif seen == 0:
+                    stream = (f"its current_work_stream(kDLExtDev, {index}) gave NULL (the default stream) while a "
+                              f"new stream {want:#x} was current on {device}")
+                else:
+                    stream = (f"its current_work_stream(kDLExtDev, {index}) gave {seen:#x} while a new stream "
+                              f"{want:#x} was current on {device}")
+    tensor = torch.ones(4, device=device)
+    try:
+        torch.from_dlpack(tensor)
+    except Exception as exc:  # noqa: BLE001
+        protocol = f"torch.from_dlpack of a {backend.name} tensor raised {_first_line(exc)}"
+    else:
+        protocol = f"torch.from_dlpack of a {backend.name} tensor worked"
+    return f"measured here: {stream}; {protocol}"
+
+
 @check("dlpack.installed", "DLPack exchange table installed on torch.Tensor")
 def _installed(backend: Backend, result: CheckResult) -> None:
     devbridge = _devbridge()
     current = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
     if current is None:
-        raise CheckFailed("torch.Tensor has no __dlpack_c_exchange_api__", _INSTALL_FIX)
-    if abi.Table(current).address != _our_table().address:
+        raise CheckFailed("torch.Tensor has no __dlpack_c_exchange_api__: DLPack consumers find no exchange table",
+                          _INSTALL_FIX)
+    table = abi.Table(current)
+    if table.address != _our_table().address:
         raise CheckFailed(
-            "torch.Tensor.__dlpack_c_exchange_api__ is PyTorch's own table, which gives "
-            f"DLPack consumers a NULL stream for {backend.name} tensors", _INSTALL_FIX)
+            "torch.Tensor.__dlpack_c_exchange_api__ is PyTorch's own table, not devbridge's (devbridge.install() "
+            f"was not called); {_what_torch_serves(backend, table)}", _INSTALL_FIX)
     result.detail = f"devbridge {devbridge.__version__}; other devices delegate to PyTorch's table"
 
 

@@ -132,7 +132,7 @@ def register(device: str | None = None) -> str:
         scheduling, wrapper = codegen.install(name, _plugin_entry_point(name))
         patched.append("torch._inductor.codegen.triton.TritonKernel.gen_common_triton_imports: wrapped (the "
                        f"worker prelude in {name!r} kernel modules)")
-        if _torch_api.registered_scheduling(name) is None:
+        if _torch_api.registered_scheduling(name) in (None, _Refused):
             _torch_api.register_codegen(name, scheduling, wrapper)
             patched.append(f"torch._inductor.codegen.common: register_backend_for_device({name!r}, "
                            f"{scheduling.__name__}, {wrapper.__name__})")
@@ -190,6 +190,56 @@ def _paired_triton() -> str:
 _armed = False
 
 
+def _undeclared(name: str) -> RuntimeError:
+    from ..triton.hardware import how_to_declare
+
+    return RuntimeError(f"devbridge: torch.compile on '{name}' generates Triton kernels for it, and no Triton "
+                        f"hardware is declared for '{name}', so no Triton compiler serves it; "
+                        f"{how_to_declare(name)}")
+
+
+class _RefusedType(type):
+    def __getattr__(cls, attribute):  # what Inductor asks of the classes (supports_caching, ...)
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)  # Python's own probes (copy, inspect) stay quiet
+        raise _undeclared(cls.device)
+
+
+class _Refused(metaclass=_RefusedType):
+    """Inductor's scheduling, wrapper codegen and device op overrides for a
+    plugin device that declared no Triton hardware: the first use raises
+    devbridge's error naming the missing declaration, where Inductor would
+    raise a bare KeyError (its op-overrides table) deep in code generation.
+    Only compiles for that device reach it."""
+
+    device = ""
+
+    def __init__(self, *args, **kwargs):
+        raise _undeclared(self.device)
+
+    def __getattr__(self, attribute):  # the op overrides: every method
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)
+        raise _undeclared(self.device)
+
+
+def _refuse(name: str) -> None:
+    """Give Inductor _Refused for `name`, unless something already serves it
+    (a plugin with Inductor codegen of its own, registered or offered by its
+    device module as torch.<name>.Scheduling); register() replaces it."""
+    from . import _torch_api
+
+    if _torch_api.registered_scheduling(name) is not None:
+        return
+    import torch
+
+    if getattr(getattr(torch, name, None), "Scheduling", None) is not None:
+        return
+    _Refused.device = name
+    _torch_api.register_codegen(name, _Refused, _Refused)
+    _torch_api.register_op_overrides(name, object.__new__(_Refused))
+
+
 def _register_quietly() -> None:
     """register() from the import hook: a failure is a warning (naming the
     fix) rather than a broken `import torch._dynamo` for every compile."""
@@ -197,8 +247,11 @@ def _register_quietly() -> None:
     from ..triton.hardware import declared
 
     plugin = _C.plugin_name()
-    if not plugin or declared(plugin) is None:
-        return  # no plugin, or one that serves no Triton: nothing to register
+    if not plugin:
+        return  # no plugin: nothing to register
+    if declared(plugin) is None:
+        _refuse(plugin)  # compiling for it raises devbridge's error naming declare_hardware
+        return
     try:
         import triton  # noqa: F401
     except ImportError:

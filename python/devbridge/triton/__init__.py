@@ -1,7 +1,11 @@
 """devbridge for Triton: kernels compiled by Triton, launched on plugin devices.
 
   activate() / deactivate()   make devbridge's Triton driver the active one
-                              (both also work as context managers)
+                              (both also work as context managers); needed
+                              only where another Triton backend is active
+                              (cuda on a GPU host): where the plugin is the
+                              only accelerator, Triton picks devbridge's
+                              driver by itself (backend/driver.py)
   declare_hardware()          a plugin says which Triton compiler and kernel
                               runtime serve its device (hardware.py)
   policy                      the registry of host-runtime policies; the
@@ -52,6 +56,10 @@ def driver():
 def activate():
     """Make devbridge's driver Triton's active driver and return it.
 
+    Needed where another Triton backend is active (cuda on a GPU host beside
+    the plugin): Triton keeps that one as its default. Where the plugin is the
+    only accelerator, Triton's default is devbridge's driver already.
+
     Use it as a context manager to deactivate on exit:
 
         with devbridge.triton.activate():
@@ -91,15 +99,19 @@ def deactivate() -> _Deactivation:
     from . import _triton_api
 
     with _lock:
-        if _driver is not None and _triton_api.active_driver_or_none() is _driver:
+        if is_active():
             _triton_api.restore_active_driver(_previous.pop() if _previous else None)
     return _Deactivation()
 
 
 def is_active() -> bool:
+    """devbridge's driver is Triton's active one now (set by activate(), or
+    Triton's default where no other backend is active, once Triton used it)."""
     from . import _triton_api
+    from .backend.driver import DevbridgeDriver
 
-    return _driver is not None and _triton_api.active_driver_or_none() is _driver
+    ours = DevbridgeDriver.instance()
+    return ours is not None and _triton_api.active_driver_or_none() is ours
 
 
 __all__ = ["Launcher", "activate", "deactivate", "declare_hardware", "declared", "driver", "is_active",

@@ -24,6 +24,14 @@ versions each was checked on (3.6.0 on the H200, 3.7.1 in CI).
                                          absent before 3.5, where hooks are
                                          None)
 
+  triton.backends.backends               {entry-point name: Backend(compiler,
+                                         driver)}, every backend Triton
+                                         discovered (backends/__init__.py,
+                                         3.6.0, 3.7.1); Triton's default
+                                         driver is the one whose driver class
+                                         reports is_active() (runtime/driver.py
+                                         _create_driver, 3.6.0, 3.7.1)
+
 Public names used elsewhere (checked on the same versions):
 triton.runtime.driver.set_active, triton.backends.driver.DriverBase,
 triton.backends.compiler.BaseBackend / GPUTarget, triton.testing.do_bench,
@@ -115,3 +123,29 @@ def launch_hooks_empty(runtime=None) -> bool:
 
         runtime = knobs.runtime
     return launch_hook_is_empty(runtime.launch_enter_hook) and launch_hook_is_empty(runtime.launch_exit_hook)
+
+
+def other_active_backends(own: str = "devbridge") -> list[str]:
+    """The Triton backends other than `own` that are active in this process:
+    their driver reports is_active(), or (nvidia, amd) torch.cuda is
+    available for them, which is how torch 2.13's Inductor also counts them
+    (triton_helpers._is_backend_active). A backend whose probe raises is not
+    active."""
+    import triton.backends
+
+    active = []
+    for name, backend in triton.backends.backends.items():
+        if name == own:
+            continue
+        try:
+            if backend.driver.is_active():
+                active.append(name)
+                continue
+        except Exception:  # noqa: BLE001 - Triton's own probes may raise where their runtime is broken
+            continue
+        if name in ("nvidia", "amd"):
+            import torch
+
+            if torch.cuda.is_available() and (torch.version.hip is None) == (name == "nvidia"):
+                active.append(name)
+    return active

@@ -1,7 +1,7 @@
 """What hardware a plugin device runs on, as devbridge's Triton backend needs it.
 
-A plugin declares it once, from its autoload hook (so Inductor's compile
-workers, fresh interpreters, see it too):
+A plugin declares it once, when its package is imported (torch's autoload
+imports it, and so do Inductor's compile workers, fresh interpreters):
 
     devbridge.triton.declare_hardware("cudadev", compiler="nvidia", kernel_runtime="cuda")
 
@@ -60,7 +60,9 @@ _declared: dict[str, Hardware] = {}
 
 def declare_hardware(device: str, *, compiler: str, kernel_runtime) -> Hardware:
     """Declare the hardware a plugin device runs on (see the module docstring).
-    Declaring the same device again replaces the declaration."""
+    Declaring the same device again replaces the declaration. torch.compile
+    then serves the device from Dynamo's first compile on
+    (devbridge.inductor.arm(), which devbridge.install() also calls)."""
     if not isinstance(device, str) or not device or ":" in device:
         raise ValueError(f"devbridge: declare_hardware needs the plugin's device type name (e.g. 'cudadev'), "
                          f"got {device!r}")
@@ -73,6 +75,9 @@ def declare_hardware(device: str, *, compiler: str, kernel_runtime) -> Hardware:
     hardware = Hardware(device, compiler, kernel_runtime)
     with _lock:
         _declared[device] = hardware
+    from ..inductor import arm  # cheap: imports nothing of torch's compiler
+
+    arm()
     return hardware
 
 
@@ -81,12 +86,24 @@ def declared(device: str) -> Hardware | None:
         return _declared.get(device)
 
 
+def how_to_declare(device: str) -> str:
+    """What declaring the hardware of `device` means, for messages that ask
+    for it: no compiler or kernel runtime is suggested, since only the plugin
+    knows what chip it drives."""
+    return (f"the plugin declares, once, when it is imported, which Triton compiler builds kernels for the "
+            f"hardware it drives and how those binaries are loaded and launched: "
+            f"devbridge.triton.declare_hardware('{device}', compiler=..., kernel_runtime=...), with compiler "
+            f"the Triton backend of that hardware ({', '.join(repr(c) for c in KNOWN_COMPILERS)} or "
+            f"'package.module:BackendClass') and kernel_runtime 'cuda' (cubins through libcuda) or the "
+            f"plugin's own 'devbridge_kernel_runtime' capsule (docs/plugin-authors.md, 'Triton: declare the "
+            f"hardware your device runs on'); a device whose hardware no Triton backend compiles for cannot run "
+            f"Triton kernels")
+
+
 def require(device: str) -> Hardware:
     hardware = declared(device)
     if hardware is None:
         raise RuntimeError(
             f"devbridge: no Triton hardware is declared for the '{device}' device, so devbridge does not know "
-            f"which Triton compiler and kernel runtime serve it. The plugin declares it from its autoload hook: "
-            f"devbridge.triton.declare_hardware('{device}', compiler='nvidia', kernel_runtime='cuda') "
-            f"(docs/plugin-authors.md, 'Triton')")
+            f"which Triton compiler and kernel runtime serve it; {how_to_declare(device)}")
     return hardware

@@ -13,7 +13,16 @@ wrong data. Environment: ``SIMDEV_DEVICE_COUNT`` (default 2),
 ``SIMDEV_MEMORY_CAPACITY`` (bytes per device, default 4 GiB),
 ``SIMDEV_NATIVE_HANDLE=0`` (register a device guard without
 ``getStreamNativeHandle``, as a plugin written for torch < 2.11 has, and no
-devbridge stream hooks: what devbridge does for such plugins is tested on it).
+devbridge stream hooks: what devbridge does for such plugins is tested on it),
+``SIMDEV_DEVBRIDGE=0`` (never call devbridge: no ``devbridge.install()``, no
+stream hooks, no Triton hardware, as a plugin that knows nothing of devbridge;
+what a user of such a plugin meets is tested on it).
+
+With devbridge installed, importing this package also sets devbridge up for
+simdev, whether torch autoloaded it or the process imported it itself (with
+``TORCH_DEVICE_BACKEND_AUTOLOAD=0``, as any process with two plugins installed
+must): the DLPack exchange table and the Python protocol, simdev's stream
+hooks, and its Triton hardware (``_install_devbridge``).
 """
 
 from __future__ import annotations
@@ -23,54 +32,14 @@ import os
 
 def _autoload() -> None:
     """The ``torch.backends`` entry point, called by ``import torch``.
-
-    Importing this package registers simdev. If devbridge is installed, its
-    DLPack exchange table is installed too, so TVM-FFI kernels follow simdev's
-    current stream: these are the three lines docs/plugin-authors.md asks of a
-    plugin. devbridge being absent is fine; any other failure of devbridge is
-    raised (PyTorch reports it together with the hint
-    TORCH_DEVICE_BACKEND_AUTOLOAD=0).
+    Importing this package did the work (registering simdev, then
+    ``_install_devbridge``), so that a plain ``import torch_simdev`` with
+    autoload off sets up the same process.
 
     Defined before ``import torch`` below: when a user imports torch_simdev
     before torch, torch's autoload calls this hook while this package is still
     being imported, and the hook must already exist then.
     """
-    try:
-        import devbridge
-    except ImportError:
-        return
-    devbridge.install()
-    global _stream_hooks_pending
-    if "_C" in globals():
-        _register_stream_hooks(devbridge)
-    else:  # this package is still being imported: finished at its end
-        _stream_hooks_pending = True
-    # Triton: simdev has no instruction set; its kernels run in Triton's
-    # interpreter, launched through simdev's own module API (tests only).
-    try:
-        from devbridge.triton import declare_hardware
-    except ImportError:  # a devbridge without the Triton integration
-        return
-    library = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libsimdev_runtime.so")
-    declare_hardware("simdev", compiler="interpreter", kernel_runtime="simdev-interpreter:" + library)
-    # torch.compile: simdev's convolutions return cuDNN's layouts
-    # (csrc/ops/convolution.cpp), channels-last results for channels-last inputs.
-    from devbridge.inductor import cudnn_convolution_format, declare_convolution_format
-
-    declare_convolution_format("simdev", cudnn_convolution_format)
-
-
-_stream_hooks_pending = False
-
-
-def _register_stream_hooks(devbridge) -> None:
-    """devbridge's fast current-stream query and external-stream hook
-    (docs/plugin-authors.md). A plugin without a native-handle override
-    (SIMDEV_NATIVE_HANDLE=0) stands for an older plugin: it registers neither;
-    neither does an older devbridge, which lacks them."""
-    if _C.guard_has_native_handle() and hasattr(devbridge, "register_current_stream_query"):
-        devbridge.register_current_stream_query(_C.current_stream_query(), "simdev")
-        devbridge.register_external_stream_hook(_C.external_stream_hook(), "simdev")
 
 
 import torch  # noqa: E402  (after _autoload, see its docstring)
@@ -104,6 +73,10 @@ def _check_environment() -> None:
     if value not in (None, "0", "1"):
         raise RuntimeError(f"SIMDEV_NATIVE_HANDLE={value!r}: use 1 (the default: the device guard overrides "
                            "getStreamNativeHandle) or 0 (it does not), or unset it")
+    value = os.environ.get("SIMDEV_DEVBRIDGE")
+    if value not in (None, "0", "1"):
+        raise RuntimeError(f"SIMDEV_DEVBRIDGE={value!r}: use 1 (the default: importing simdev sets devbridge up "
+                           "when it is installed) or 0 (simdev never calls devbridge), or unset it")
 
 
 _check_environment()
@@ -123,11 +96,48 @@ def _register() -> None:
 
 _register()
 
-if _stream_hooks_pending:  # _autoload ran before _C was loaded
-    import devbridge as _devbridge
 
-    _register_stream_hooks(_devbridge)
-    _stream_hooks_pending = False
+def _install_devbridge() -> None:
+    """What docs/plugin-authors.md asks of a plugin, when devbridge is
+    installed: devbridge.install() (the DLPack exchange table and the Python
+    protocol on simdev tensors), simdev's stream hooks (a guard without a
+    native-handle override, SIMDEV_NATIVE_HANDLE=0, stands for an older
+    plugin and registers neither), and simdev's Triton hardware: Triton's
+    interpreter, launched through simdev's own module API (simdev has no
+    instruction set; tests only). devbridge being absent is fine; a devbridge
+    that is installed but fails to import is reported, and simdev works
+    without it; an error of devbridge.install() itself propagates.
+
+    `import devbridge` may be what imported torch and, through autoload, this
+    package: devbridge is then half imported, and it records these calls and
+    makes them once it is complete (devbridge/__init__.py)."""
+    if os.environ.get("SIMDEV_DEVBRIDGE") == "0":
+        return
+    try:
+        import devbridge
+    except ImportError as error:
+        if getattr(error, "name", None) != "devbridge":
+            import warnings
+
+            warnings.warn(f"simdev: devbridge is installed but failed to import ({error}); continuing without "
+                          "devbridge", RuntimeWarning, stacklevel=2)
+        return
+    devbridge.install()
+    if _C.guard_has_native_handle() and hasattr(devbridge, "register_current_stream_query"):
+        devbridge.register_current_stream_query(_C.current_stream_query(), _BACKEND_NAME)
+        devbridge.register_external_stream_hook(_C.external_stream_hook(), _BACKEND_NAME)
+    try:
+        from devbridge.triton import declare_hardware
+    except ImportError:  # a devbridge without the Triton integration
+        return
+    declare_hardware(_BACKEND_NAME, compiler="interpreter",
+                     kernel_runtime="simdev-interpreter:" + runtime_library_path())
+    # torch.compile: simdev's convolutions return cuDNN's layouts
+    # (csrc/ops/convolution.cpp), channels-last results for channels-last inputs.
+    from devbridge.inductor import cudnn_convolution_format, declare_convolution_format
+
+    declare_convolution_format(_BACKEND_NAME, cudnn_convolution_format)
+
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -144,3 +154,6 @@ def runtime_library_path() -> str:
     to share the devices, streams and memory of this process.
     """
     return os.path.join(_PACKAGE_DIR, "libsimdev_runtime.so")
+
+
+_install_devbridge()

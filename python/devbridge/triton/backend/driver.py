@@ -1,14 +1,18 @@
 """devbridge's Triton driver for plugin devices.
 
-It derives from DriverBase, never GPUDriver (which binds torch.cuda), and is
-never "active" on its own, so Triton's own choice of driver is untouched;
-devbridge.triton.activate() makes it the active one. Every question Triton's
+It derives from DriverBase, never GPUDriver (which binds torch.cuda). It is
+Triton's default driver where the PrivateUse1 plugin is the only accelerator
+Triton could serve (is_active()); where another Triton backend is active,
+Triton's choice is untouched and devbridge.triton.activate() makes this one
+the active driver. Every question Triton's
 runtime asks goes to the active host-runtime policy (devbridge.triton.policy,
 `torch_plugin` by default); binaries are loaded and launched through the
 kernel runtime of the device's declared hardware.
 """
 
 from __future__ import annotations
+
+import threading
 
 from triton.backends.compiler import GPUTarget
 from triton.backends.driver import DriverBase
@@ -81,14 +85,65 @@ class DevbridgeUtils:
         return properties
 
 
+def serves_by_default() -> bool:
+    """Whether Triton's default driver should be devbridge's: a PrivateUse1
+    plugin is loaded, this Triton is one devbridge was checked on, and no
+    other Triton backend is active, so the plugin is the only accelerator
+    Triton could serve (an NPU host; simdev on a CPU one). A plugin without
+    declared hardware then gets devbridge's error naming the declaration,
+    not Triton's "0 active drivers". Where another backend is active (cuda
+    beside cudadev), Triton keeps it and activate() selects devbridge's."""
+    import sys
+
+    from devbridge.triton import _triton_api
+
+    if _triton_api.triton_version() not in _triton_api.CHECKED_VERSIONS:
+        return False
+    devbridge = sys.modules.get("devbridge")
+    if devbridge is None or not hasattr(devbridge, "plugin_name"):
+        import devbridge  # loads torch, whose autoload may load the plugin
+    if not devbridge.plugin_name():
+        return False
+    return not _triton_api.other_active_backends()
+
+
+_instance_lock = threading.Lock()
+
+
 class DevbridgeDriver(DriverBase):
+    """One per process: Triton creates its default driver by calling the
+    class, torch's Inductor calls it again in set_driver_to_gpu(), and
+    devbridge.triton.driver() once more; all get the same driver, so Triton
+    and devbridge.triton.is_active() agree on which one is active."""
+
+    _instance = None
 
     @classmethod
     def is_active(cls) -> bool:
-        # Never chosen by Triton itself: devbridge.triton.activate() selects it.
-        return False
+        # Triton's question when it picks its default driver: it must not
+        # raise, or no Triton kernel could run in this process.
+        try:
+            return serves_by_default()
+        except Exception:  # noqa: BLE001 - a devbridge that cannot load serves nothing
+            return False
 
-    def __init__(self) -> None:
+    @classmethod
+    def instance(cls):
+        """The driver, if it was created; None otherwise."""
+        return cls._instance
+
+    def __new__(cls):
+        with _instance_lock:
+            if cls._instance is None:
+                driver = super().__new__(cls)
+                driver._setup()
+                cls._instance = driver
+            return cls._instance
+
+    def __init__(self) -> None:  # __new__ set the one driver up
+        pass
+
+    def _setup(self) -> None:
         super().__init__()
         from devbridge.triton import Launcher
 
