@@ -89,7 +89,7 @@ PyObject* CallInterpreter(const char* function, PyObject* args, std::string* mes
 // cost its creation and teardown every program, and would make each retake
 // of the GIL count as a switch to another thread: CPython asks the holder to
 // drop the GIL only after a thread waited a whole switch interval with no
-// switch in between (take_gil in Python/ceval_gil.c), so a host thread
+// switch in between (take_gil, CPython's Python/ceval_gil.c), so a host thread
 // waiting to enqueue never got to ask while the worker ran short programs,
 // and got the GIL only by winning the race at a program boundary.
 //

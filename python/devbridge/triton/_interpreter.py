@@ -296,9 +296,8 @@ class _Launch:
 
 
 _launch_lock = threading.Lock()  # one interpreted launch at a time (process-wide interpreter state)
-# The launch each worker thread is running, by OS thread id: the trampoline
-# takes the GIL afresh for every program, so threading.local (tied to the
-# Python thread state) would not survive from one program to the next.
+# The launch each worker thread is running, by OS thread id (the trampoline
+# takes the GIL afresh for every program).
 _current: dict[int, "_Launch"] = {}
 
 
