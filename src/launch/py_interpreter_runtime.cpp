@@ -7,7 +7,8 @@
 // kernel runtime, set up to run that kernel; launching is the simdev
 // runtime's own launch, so the launcher, its packing, the streams and the
 // allocator under test are exactly the GPU path's. Each program runs on the
-// stream's worker, which takes the GIL for that call only.
+// stream's worker, which takes the GIL for that call only (with a thread
+// state it keeps, see WorkerThreadState).
 #define PY_SSIZE_T_CLEAN  // the y# format below takes a Py_ssize_t
 #include <Python.h>
 
@@ -81,11 +82,58 @@ PyObject* CallInterpreter(const char* function, PyObject* args, std::string* mes
   return result;
 }
 
+// The Python thread state of a stream worker, made for its first program and
+// kept for the thread's life; the GIL is taken and dropped around each program
+// (PyEval_RestoreThread / PyEval_SaveThread). A fresh thread state per
+// program (PyGILState_Ensure/Release on a thread Python does not know) would
+// cost its creation and teardown every program, and would make each retake
+// of the GIL count as a switch to another thread: CPython asks the holder to
+// drop the GIL only after a thread waited a whole switch interval with no
+// switch in between (take_gil, CPython's Python/ceval_gil.c), so a host thread
+// waiting to enqueue never got to ask while the worker ran short programs,
+// and got the GIL only by winning the race at a program boundary.
+//
+// When a worker thread ends, its state cannot be deleted there (that needs
+// the GIL, and the thread ending the stream may hold it while it joins the
+// worker): it is handed to g_orphans and deleted by the next program to take
+// the GIL, on any worker.
+std::mutex g_orphans_mutex;
+std::vector<PyThreadState*>* g_orphans = new std::vector<PyThreadState*>();  // process lifetime
+
+struct WorkerThreadState {
+  PyThreadState* state = nullptr;
+  ~WorkerThreadState() {
+    if (state == nullptr) return;
+    std::lock_guard<std::mutex> lock(g_orphans_mutex);
+    g_orphans->push_back(state);
+  }
+};
+thread_local WorkerThreadState t_worker;
+
+// Takes the GIL on this thread with its kept thread state.
+void EnterPython() {
+  if (t_worker.state == nullptr) {
+    (void)PyGILState_Ensure();  // never released: the state outlives this program
+    t_worker.state = PyThreadState_Get();
+  } else {
+    PyEval_RestoreThread(t_worker.state);
+  }
+  std::vector<PyThreadState*> orphans;
+  {
+    std::lock_guard<std::mutex> lock(g_orphans_mutex);
+    orphans.swap(*g_orphans);
+  }
+  for (PyThreadState* orphan : orphans) {  // of threads that ended: none is current anywhere
+    PyThreadState_Clear(orphan);
+    PyThreadState_Delete(orphan);
+  }
+}
+
 // The trampoline's runner: one program of one interpreted kernel.
 int RunProgram(uint64_t kernel_id, const uint32_t* program_id, const uint32_t* grid, int device, void** args,
                const size_t* arg_sizes, int num_args) {
   if (g_python_exiting.load(std::memory_order_acquire) || !Py_IsInitialized()) return 91;
-  const PyGILState_STATE gil = PyGILState_Ensure();
+  EnterPython();
   int status = 0;
   // Each parameter in an 8-byte slot (no parameter of this target is wider).
   std::vector<uint64_t> slots(static_cast<size_t>(num_args), 0);
@@ -113,7 +161,7 @@ int RunProgram(uint64_t kernel_id, const uint32_t* program_id, const uint32_t* g
     Py_DECREF(result);
     PyErr_Clear();
   }
-  PyGILState_Release(gil);
+  (void)PyEval_SaveThread();
   return status;
 }
 

@@ -16,15 +16,17 @@ simdev device addresses (host memory), used in place, with no copy.
 The one module coupled to Triton's interpreter internals. Checked on Triton
 3.6.0 and 3.7.1 (python/triton/runtime/interpreter.py; the same from 3.6 to 3.9):
   triton.runtime.interpreter: InterpretedFunction(fn).rewrite(), _patch_lang(fn)
-  (a scope with .restore()), _implicit_cvt(arg), interpreter_builder
-  .set_grid_dim(x, y, z) / .set_grid_idx(x, y, z); GridExecutor's convention
+  (a scope with .restore(); of fn it reads only __globals__, for the
+  triton.language and triton.language.core to patch), _implicit_cvt(arg),
+  interpreter_builder.set_grid_dim(x, y, z) / .set_grid_idx(x, y, z); GridExecutor's convention
   of passing constexpr-annotated parameters raw and converting the others.
   interpreter_builder.options (an InterpreterOptions dataclass) is replaced
   during a launch with the compiled specialization's debug and
   sanitize_overflow.
   triton.runtime.jit.JITFunction.__call__ is replaced, during a launch only,
   so helper @triton.jit functions a kernel calls run interpreted (what
-  InterpretedFunction.__call__ does, but with its patches undone afterwards).
+  InterpretedFunction.__call__ does, but under the launch's patches: a launch
+  patches both language modules once, instead of once per helper call).
 The interpreter's builder and its patches of triton.language are
 process-wide, so one interpreted launch runs at a time (a lock held from its
 first program to its last; other workers wait for it without the GIL).
@@ -294,10 +296,20 @@ class _Launch:
 
 
 _launch_lock = threading.Lock()  # one interpreted launch at a time (process-wide interpreter state)
-# The launch each worker thread is running, by OS thread id: the trampoline
-# takes the GIL afresh for every program, so threading.local (tied to the
-# Python thread state) would not survive from one program to the next.
+# The launch each worker thread is running, by OS thread id (the trampoline
+# takes the GIL afresh for every program).
 _current: dict[int, "_Launch"] = {}
+
+
+class _EveryLang:
+    """What _patch_lang reads of a function (its __globals__), naming both
+    modules it patches (triton.language and triton.language.core): patched once
+    per launch, they cover every helper the kernel calls."""
+
+    def __init__(self):
+        import triton.language as tl
+
+        self.__globals__ = {"tl": tl, "core": tl.core}
 
 
 def _helper_call(jit_fn, *args, **kwargs):
@@ -308,7 +320,13 @@ def _helper_call(jit_fn, *args, **kwargs):
     if interpreted is None:
         interpreted = InterpretedFunction(jit_fn.fn)
         jit_fn._devbridge_interpreted = interpreted
-    scope = _patch_lang(jit_fn.fn)
+    if threading.get_ident() in _current:
+        # The launch's scope already patched both language modules: patching
+        # again per call (what InterpretedFunction.__call__ does) walks every
+        # member of triton.language each time, which made a reduction's
+        # combine function cost milliseconds per call.
+        return interpreted.rewrite()(*args, **kwargs)
+    scope = _patch_lang(jit_fn.fn)  # not on a worker inside a launch: patch for this call only
     try:
         return interpreted.rewrite()(*args, **kwargs)
     finally:
@@ -320,7 +338,7 @@ def _begin(kernel: _Kernel, payload: bytes, grid: tuple) -> _Launch:
     from triton.runtime.jit import JITFunction
 
     fn = kernel.interpreted.rewrite()
-    scope = _patch_lang(kernel.jit_fn.fn)
+    scope = _patch_lang(_EveryLang())
     try:
         scope.set_attr(JITFunction, "__call__", _helper_call)
         _interpreter_libdevice.patch(scope)  # libdevice.exp & co., which the interpreter lacks

@@ -20,7 +20,12 @@ from __future__ import annotations
 import inspect
 import math
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError as error:
+    raise ImportError("devbridge: the interpreter Triton target (simdev's) runs kernels in Triton's interpreter, "
+                      "which computes with numpy, and numpy is not installed: pip install numpy (torch-simdev and "
+                      "devbridge[triton] declare it)") from error
 
 
 def _rsqrt(x):
