@@ -97,6 +97,12 @@ def test_plugin_that_does_not_install_devbridge_fails_with_what_was_measured(nat
     assert "torch.from_dlpack of a simdev tensor " in detail, detail
     skipped = [c["name"] for c in report["checks"] if c["status"] == "skip"]
     assert skipped == ["triton.kernel", "torch.compile"], skipped  # no hardware declared (or no Triton)
+    for check in report["checks"]:
+        if check["status"] == "skip" and "declares no Triton hardware" in json.dumps(check):
+            # What declaring hardware means, never a guessed compiler.
+            text = json.dumps(check)
+            assert "declare_hardware('simdev', compiler=..., kernel_runtime=...)" in text, text
+            assert "compiler='nvidia'" not in text, text
 
 
 @needs_simdev

@@ -18,7 +18,7 @@ from .plugin import Backend
 from .registry import check
 from .result import CheckFailed, CheckResult
 from .timing import enqueue_ns_per_call
-from .triton_checks import _DECLARE_FIX, TRITON_FIX
+from .triton_checks import TRITON_FIX
 
 _CACHE_ENV = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 _DOC = "docs/torch-compile.md"
@@ -67,8 +67,10 @@ def _torch_compile(backend: Backend, result: CheckResult) -> None:
 
     hardware = devbridge.triton.declared(backend.name)
     if hardware is None:
+        from devbridge.triton.hardware import how_to_declare
+
         result.skip(f"'{backend.name}' declares no Triton hardware, so torch.compile has no Triton compiler "
-                      "for it; to enable: " + _DECLARE_FIX.format(name=backend.name))
+                    "for it; to enable: " + how_to_declare(backend.name))
         return
     import devbridge.inductor
 

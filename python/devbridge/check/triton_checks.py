@@ -16,9 +16,6 @@ BLOCK = 1024
 N = 4 * BLOCK  # four programs: on simdev each one is interpreted in Python
 TRITON_FIX = ("pip install 'devbridge[triton]' with the Triton that pairs with torch "
               "(torch 2.13: triton==3.7.1, torch 2.11: triton==3.6.0)")
-_DECLARE_FIX = ("declare the hardware from the plugin's autoload hook: "
-                "devbridge.triton.declare_hardware('{name}', compiler='nvidia', kernel_runtime='cuda') "
-                "(docs/plugin-authors.md, 'Triton')")
 
 
 @check("triton.kernel", "Triton kernel on the current stream")
@@ -32,8 +29,10 @@ def _triton_kernel(backend: Backend, result: CheckResult) -> None:
 
     hardware = devbridge.triton.declared(backend.name)
     if hardware is None:
-        result.skip(f"'{backend.name}' declares no Triton hardware, so no compiler serves it; to enable: "
-                      + _DECLARE_FIX.format(name=backend.name))
+        from devbridge.triton.hardware import how_to_declare
+
+        result.skip(f"'{backend.name}' declares no Triton hardware, so no Triton compiler serves it; to enable: "
+                    + how_to_declare(backend.name))
         return
     from . import _triton_kernel
 
