@@ -617,3 +617,27 @@ def test_the_autotuners_benchmarker_times_plugin_work_on_the_plugin_stream(path)
     finally:
         devbridge.triton.deactivate()
     assert ms >= 3.0, ms
+
+
+def test_a_process_exiting_with_compiled_kernels_still_queued_exits_cleanly(tmp_path):
+    """Compiled kernels on simdev run in Triton's interpreter on the stream's
+    worker thread, in Python. Still queued when the process exits, they ran
+    while the interpreter finalized and aborted the process; simdev drains
+    its queues at exit."""
+    script = tmp_path / "exit_with_queued_work.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+        torch.simdev.set_device(1)
+        f = torch.compile(lambda x: torch.softmax(x * 2 + 1, -1))
+        x = torch.randn(8, 16, device="simdev:1")
+        f(x)
+        with torch.simdev.op_delay(300_000):
+            out = f(x)  # queued behind a 0.3 s delay; nothing waits for it
+        torch.simdev.synchronize(0)  # the other device only
+        print("exiting")
+    """))
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"), TRITON_CACHE_DIR=str(tmp_path / "t"),
+               TORCHINDUCTOR_COMPILE_THREADS="1")
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    assert done.stdout.strip().endswith("exiting")

@@ -27,6 +27,7 @@ hooks, and its Triton hardware (``_install_devbridge``).
 
 from __future__ import annotations
 
+import atexit
 import os
 
 
@@ -157,3 +158,23 @@ def runtime_library_path() -> str:
 
 
 _install_devbridge()
+
+
+def _drain_queues_at_exit() -> None:
+    """Work still queued when the interpreter exits would run on the stream
+    workers while Python finalizes. Most of it is C++, but a Triton kernel
+    on simdev runs in Triton's interpreter on the worker, in Python: taking
+    the GIL from a finalizing interpreter aborts the process. A real device
+    finishes or drops its queues at exit; simdev finishes them, while the
+    interpreter is still whole (atexit runs before finalization)."""
+    for index in range(_C.device_count()):
+        try:
+            _C.synchronize(index)
+        except Exception as error:  # noqa: BLE001  (reported, the other devices still drained)
+            import sys
+
+            print(f"simdev: work queued on simdev:{index} failed while the process exited: {error}",
+                  file=sys.stderr)
+
+
+atexit.register(_drain_queues_at_exit)
