@@ -30,12 +30,13 @@ BUDGET_S=${GPU_SUITE_BUDGET_S:-570}
 START=$(date +%s)
 
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-16}
-# The H200 is sm_90. Fixing the architecture also spares torch's CMake
+# Default: sm_90 (H100/H200); set TORCH_CUDA_ARCH_LIST and CUDAARCHS for
+# another GPU. Fixing the architecture also spares torch's CMake
 # package its GPU-probing step, should a build use it.
 export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
 export CUDAARCHS=${CUDAARCHS:-90}
-# Pick a C++ compiler that links libstdc++ dynamically. The GPU image's CXX
-# (/opt/gcc/bin/g++, a wrapper) puts a static copy of libstdc++ into every
+# Pick a C++ compiler that links libstdc++ dynamically. Some toolchains'
+# g++ (a wrapper such as /opt/gcc/bin/g++ seen on one CUDA image) puts a static copy of libstdc++ into every
 # shared object, beside the libstdc++.so.6 torch uses; the two copies' locale
 # facets disagree and the first `ostream << long` (any TORCH_CHECK message
 # with a number) segfaults. Probe each candidate with a one-line library.
