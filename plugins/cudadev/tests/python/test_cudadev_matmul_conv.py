@@ -447,20 +447,37 @@ def test_channels_last_convolution_matches_cuda():
 
 
 @pytest.mark.parametrize("channels_last", ["input", "weight", "both"])
-def test_results_have_the_memory_format_torch_predicts_for_a_plugin_device(channels_last):
-    """torch's FakeTensor predicts contiguous results for a PrivateUse1
-    device's convolution (the Overrideable backend), and torch.compile
-    asserts those strides; cuDNN alone would answer channels-last."""
-    x, w, bias, params = convolution_arguments("2d", "cudadev")
-    if channels_last in ("input", "both"):
-        x = x.contiguous(memory_format=torch.channels_last)
-    if channels_last in ("weight", "both"):
-        w = w.contiguous(memory_format=torch.channels_last)
-    out = torch.convolution(x, w, bias, *params)
-    assert out.is_contiguous()
+def test_results_have_cudnns_memory_format_which_torch_compile_predicts(channels_last):
+    """cudadev's convolutions return cuDNN's layouts, as torch.cuda's do:
+    channels-last results for a channels-last input or weight. cudadev
+    declares that rule to torch.compile (devbridge.inductor.
+    declare_convolution_format), so FakeTensor predicts exactly these
+    strides, which compiled graphs assert; without the declaration torch
+    predicts contiguous results for every PrivateUse1 convolution."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    outputs, arguments = {}, {}
+    for device in DEVICES:
+        x, w, bias, params = convolution_arguments("2d", device)
+        if channels_last in ("input", "both"):
+            x = x.contiguous(memory_format=torch.channels_last)
+        if channels_last in ("weight", "both"):
+            w = w.contiguous(memory_format=torch.channels_last)
+        arguments[device] = x, w, bias
+        outputs[device] = torch.convolution(x, w, bias, *params)
+    out = outputs["cudadev"]
+    assert out.is_contiguous(memory_format=torch.channels_last), out.stride()
+    assert out.stride() == outputs["cuda"].stride()
+    x, w, bias = arguments["cudadev"]
     grads = torch.ops.aten.convolution_backward(torch.ones_like(out), x, w, [w.shape[0]], *params,
                                                 [True, True, False])
-    assert grads[0].is_contiguous() and grads[1].is_contiguous()
+    with FakeTensorMode() as mode:
+        fx, fw, fb = (mode.from_tensor(t) for t in (x, w, bias))
+        fake = torch.convolution(fx, fw, fb, *params)
+        fake_grads = torch.ops.aten.convolution_backward(torch.ones_like(fake), fx, fw, [w.shape[0]], *params,
+                                                         [True, True, False])
+    assert fake.stride() == out.stride()
+    assert (fake_grads[0].stride(), fake_grads[1].stride()) == (grads[0].stride(), grads[1].stride())
     expected = torch.convolution(x.cpu().double(), w.cpu().double(), bias.cpu().double(), *params)
     torch.testing.assert_close(out.cpu().double(), expected, atol=1e-4, rtol=1e-4)
 
