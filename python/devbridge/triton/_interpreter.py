@@ -405,9 +405,4 @@ def _describe_failure(kernel: _Kernel, program: tuple, error: Exception) -> str:
     return f"{kernel.description['name']} program {program}: {type(error).__name__}: {error}{where}"
 
 
-def registered_kernels() -> int:
-    with _registry_lock:
-        return len(_kernels)
-
-
 __all__ = ["FORMAT", "make_binary", "register", "remember", "run_program"]

@@ -55,9 +55,20 @@ def test_device_module_rejects_other_device_types():
         torch.simdev.set_device("cpu")
 
 
-def test_synchronize_all_devices():
-    for index in range(torch.simdev.device_count()):
-        torch.ones(10, device=f"simdev:{index}").add_(1)
-        torch.simdev.synchronize(index)
+def test_synchronize_waits_for_the_queued_work_of_the_device_it_names():
+    """synchronize(device) returns once that device's queued work has run:
+    an event recorded behind delayed work is complete then (the delay is
+    read as each item starts, so the synchronize stays inside it)."""
+    with torch.simdev.op_delay(20_000):
+        events = []
+        for index in range(torch.simdev.device_count()):
+            torch.ones(10, device=f"simdev:{index}").add_(1)
+            event = torch.Event(device=torch.device("simdev", index))
+            event.record(torch.accelerator.current_stream(index))
+            events.append(event)
+        assert not events[-1].query()  # still queued behind the delays
+        for index, event in enumerate(events):
+            torch.simdev.synchronize(index)
+            assert event.query(), f"synchronize({index}) returned before its work ran"
     torch.simdev.synchronize()
     torch.simdev.synchronize("simdev:0")
