@@ -35,15 +35,13 @@ import inspect
 
 import torch
 
+from ._versions import torch_minor
+
 CHECKED_VERSIONS = ("2.11", "2.12", "2.13")
 # What devbridge implements for plugin tensors; torch's method must take at
 # least these (later torches add more, e.g. read_only: plugin tensors refuse
 # those with a TypeError, every other tensor gets torch's own handling).
 _DLPACK_PARAMETERS = {"stream", "max_version", "dl_device", "copy"}
-
-
-def torch_minor() -> str:
-    return ".".join(torch.__version__.split("+")[0].split(".")[:2])
 
 
 def check_version() -> None:

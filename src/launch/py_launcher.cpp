@@ -703,19 +703,6 @@ PyType_Spec kSpec = {
 
 PyTypeObject* g_launcher_type = nullptr;
 
-PyObject* PluginCurrentDevice(PyObject*, PyObject* const*, Py_ssize_t nargs) {
-  if (nargs != 0) {
-    PyErr_SetString(PyExc_TypeError, "plugin_current_device() takes no arguments");
-    return nullptr;
-  }
-  try {
-    return PyLong_FromLong(DeviceRuntime::For(c10::DeviceType::PrivateUse1).current_device());
-  } catch (...) {
-    RaiseCurrentExceptionInPython();
-    return nullptr;
-  }
-}
-
 // plugin_current_device_key(keys): keys[current device], the driver's
 // canonical device objects (bound with functools.partial, so Triton's JIT
 // gets its device key without a Python frame).
@@ -763,8 +750,6 @@ PyObject* PluginCurrentStream(PyObject*, PyObject* const* args, Py_ssize_t nargs
 }
 
 PyMethodDef kHotPath[] = {
-    {"plugin_current_device", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&PluginCurrentDevice)),
-     METH_FASTCALL, "The calling thread's current device index of the PrivateUse1 plugin."},
     {"plugin_current_device_key",
      reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&PluginCurrentDeviceKey)), METH_FASTCALL,
      "keys[the calling thread's current PrivateUse1 device index] (the index itself beyond the list)."},

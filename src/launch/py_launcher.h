@@ -16,7 +16,7 @@ PyTypeObject* LauncherType();
 void SetHookChainType(PyObject* type);
 
 // Module functions of the driver's hot path (METH_FASTCALL, no pybind11):
-//   plugin_current_device() -> int          the calling thread's PrivateUse1 device
+//   plugin_current_device_key(keys) -> key   keys[the calling thread's PrivateUse1 device]
 //   plugin_current_stream(device=None) -> int   its current stream's native handle
 // Triton's JIT asks both on every launch.
 PyMethodDef* HotPathFunctions();

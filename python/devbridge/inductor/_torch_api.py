@@ -56,11 +56,9 @@ import threading
 
 import torch
 
+from .._versions import torch_minor  # noqa: F401  (also inductor/__init__.py's)
+
 CHECKED_VERSIONS = ("2.11", "2.12", "2.13")
-
-
-def torch_minor() -> str:
-    return ".".join(torch.__version__.split("+")[0].split(".")[:2])
 
 
 def check_version() -> None:

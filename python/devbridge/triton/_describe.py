@@ -34,8 +34,9 @@ def tensordesc_flags(version: str | None = None) -> int:
         import triton
 
         version = triton.__version__
-    major, minor = (int(x) for x in version.split(".")[:2])
-    return 1 if (major, minor) < (3, 7) else 2
+    from .._versions import major_minor
+
+    return 1 if major_minor(version) < (3, 7) else 2
 
 
 def _get(metadata, field, default=None):

@@ -47,10 +47,9 @@ CHECKED_VERSIONS = ((3, 6), (3, 7))
 
 
 def triton_version() -> tuple[int, int]:
-    import triton
+    from .._versions import triton_major_minor
 
-    major, minor = (int(x) for x in triton.__version__.split(".")[:2])
-    return major, minor
+    return triton_major_minor()
 
 
 def check_version() -> None:

@@ -89,8 +89,10 @@ def _install_devbridge() -> None:
     declare_hardware(_BACKEND_NAME, compiler="nvidia", kernel_runtime="cuda")
     # torch.compile: cudadev's convolutions return cuDNN's layouts
     # (csrc/convolution.cpp), channels-last results for channels-last inputs.
-    from devbridge.inductor import cudnn_convolution_format, declare_convolution_format
-
+    try:
+        from devbridge.inductor import cudnn_convolution_format, declare_convolution_format
+    except ImportError:  # a devbridge older than the declaration: torch predicts contiguous results
+        return
     declare_convolution_format(_BACKEND_NAME, cudnn_convolution_format)
 
 

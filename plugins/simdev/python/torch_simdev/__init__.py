@@ -135,8 +135,10 @@ def _install_devbridge() -> None:
                      kernel_runtime="simdev-interpreter:" + runtime_library_path())
     # torch.compile: simdev's convolutions return cuDNN's layouts
     # (csrc/ops/convolution.cpp), channels-last results for channels-last inputs.
-    from devbridge.inductor import cudnn_convolution_format, declare_convolution_format
-
+    try:
+        from devbridge.inductor import cudnn_convolution_format, declare_convolution_format
+    except ImportError:  # a devbridge older than the declaration: torch predicts contiguous results
+        return
     declare_convolution_format(_BACKEND_NAME, cudnn_convolution_format)
 
 
