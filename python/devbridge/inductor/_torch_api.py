@@ -569,7 +569,7 @@ def register_benchmarker(device: str) -> str:
     return "register_benchmarker"
 
 
-def _wrap_benchmarker_for(device: str, benchmarking) -> str:
+def _wrap_benchmarker_for(plugin: str, benchmarking) -> str:
     """torch 2.11: Benchmarker.benchmark(fn, fn_args, fn_kwargs, device,
     **kwargs), on the module's `benchmarker` instance (triton_heuristics and
     the other users import the instance)."""
@@ -577,13 +577,13 @@ def _wrap_benchmarker_for(device: str, benchmarking) -> str:
 
     instance = benchmarking.benchmarker
     current = instance.benchmark
-    if getattr(current, "_devbridge_device", None) == device:
+    if getattr(current, "_devbridge_device", None) == plugin:
         return "already"
     triton_timing = benchmarking.TritonBenchmarker.benchmark_gpu
 
     def benchmark(fn, fn_args=None, fn_kwargs=None, device=None, **kwargs):
         target = torch.device(device) if isinstance(device, str) else device
-        if target is None or target.type != _plugin_type:
+        if target is None or target.type != plugin:
             return current(fn, fn_args, fn_kwargs, device=device, **kwargs)
         args, keywords = fn_args or (), fn_kwargs or {}
         call = fn if not args and not keywords else (lambda: fn(*args, **keywords))
@@ -592,8 +592,7 @@ def _wrap_benchmarker_for(device: str, benchmarking) -> str:
         kwargs.setdefault("return_mode", "min")
         return triton_timing(instance, call, **kwargs)
 
-    _plugin_type = device
-    benchmark._devbridge_device = device
+    benchmark._devbridge_device = plugin
     instance.benchmark = benchmark
     return "benchmarker.benchmark wrapped (torch 2.11 has no benchmarker registry): Triton's do_bench on the " \
-           f"{device!r} stream"
+           f"{plugin!r} stream"
