@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
+import importlib
 import datetime
 import json
 import os
@@ -52,8 +53,10 @@ TRAIN_TARGET = {"block": 1.02, "conv": 1.05}
 
 
 def load_plugin() -> None:
-    """cudadev, where it is measured (a child process measuring cuda loads no plugin)."""
-    import torch_cudadev  # noqa: F401  (claims PrivateUse1; installs devbridge)
+    """cudadev, where it is measured (a child process measuring cuda loads no
+    plugin); DEVBRIDGE_BENCH_PLUGIN names another plugin module, e.g. to try
+    the train-step scripts on torch_simdev without a GPU."""
+    importlib.import_module(os.environ.get("DEVBRIDGE_BENCH_PLUGIN", "torch_cudadev"))  # claims PrivateUse1
 
     import devbridge.inductor
 
@@ -217,9 +220,9 @@ def row(name, value, unit, *, target=None, target_met=None, **extra):
 
 # ---------------------------------------------------------------- train steps, a process per device
 
-def train_step_child(model_name: str, device: str, iterations: int, repeats: int) -> dict:
+def train_step(model_name: str, device: str):
     """One device's compiled train step (fwd + bwd + AdamW, eager foreach
-    optimizer), in this process alone: samples and the loss it reached."""
+    optimizer) as the benchmark runs it: (model, optimizer, step, x)."""
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
     if device != "cuda":
@@ -243,6 +246,12 @@ def train_step_child(model_name: str, device: str, iterations: int, repeats: int
         optimizer.step()
         return loss.detach()
 
+    return compiled, optimizer, step, (x, target)
+
+
+def train_step_child(model_name: str, device: str, iterations: int, repeats: int) -> dict:
+    """One device's train step in this process alone: samples and the loss it reached."""
+    _, _, step, _ = train_step(model_name, device)
     began = time.perf_counter()
     step()
     synchronize(device)

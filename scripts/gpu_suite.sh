@@ -12,7 +12,9 @@
 # cudadev's, the torch.compile benchmark and the cudadev DLPack rows), "profile" (where the host time of
 # torch.compile steps goes, bench/compile_profile.py; only when named),
 # "cudadev" (cudadev's own test suite alone), "compile_bench" (the
-# torch.compile benchmark alone); unset, tests and bench.
+# torch.compile benchmark alone), "train_profile" (where the time of a
+# compiled train step goes, bench/train_profile.py; only when named); unset,
+# tests and bench.
 #
 # Every step writes its own log under $OUT and records its exit status in
 # $OUT/summary.txt; a failing step does not stop the later ones. The script
@@ -206,6 +208,12 @@ want tests && step pytest_gpu 240 --no-tests-ok env DEVBRIDGE_TEST_PLUGIN=torch_
 # (bench/compile_profile.py); only when named, never in the default run.
 [[ ,$PART, == *,profile,* ]] && step bench_compile_profile 300 "$PY" "$ROOT/bench/compile_profile.py" \
   --plugin torch_cudadev --devices cuda,cudadev --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT"
+# Where the time of a compiled train step goes, per phase, cuda beside
+# cudadev (bench/train_profile.py); only when named.
+[[ ,$PART, == *,train_profile,* ]] && for model in block conv; do
+  step "train_profile_$model" 280 "$PY" "$ROOT/bench/train_profile.py" --model "$model" \
+    --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT"
+done
 { want bench || want compile || want compile_bench; } && step bench_compile 560 "$PY" "$ROOT/bench/compile.py" \
   --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT"
 

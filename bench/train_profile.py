@@ -1,0 +1,149 @@
+"""Where the time of a compiled train step goes, cuda and cudadev side by
+side: the diagnosis behind bench/compile.py's train-step ratio.
+
+Each device runs in a process of its own (as in bench/compile.py: torch
+2.11's autograd engine asserts on a cuda backward beside a PrivateUse1
+backend), on the same model, seed and inputs. Per device:
+  1. each phase of the step (zero_grad, forward + loss, backward, AdamW step)
+     timed twice: with the queue drained before and after (host + GPU time of
+     the phase), and host-only (the queue drained before, the clock stopped
+     when the call returns: what the host spends enqueueing it);
+  2. torch.profiler's operator table of whole steps (CPU and GPU activity),
+     by self CPU time, and the GPU's busy time per step;
+  3. cProfile of whole steps, by own time.
+
+    TORCH_DEVICE_BACKEND_AUTOLOAD=0 python bench/train_profile.py --model block \\
+        --machine h200 --results-dir bench/results/h200
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import pathlib
+import pstats
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import compile as bench  # noqa: E402  (sets the cache directories first)
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from machine_info import git_commit  # noqa: E402
+
+PHASES = ("zero_grad", "forward + loss", "backward", "optimizer.step")
+
+
+def phase_times(model_name: str, device: str, iterations: int) -> tuple[dict, str, str]:
+    compiled, optimizer, step, (x, target) = bench.train_step(model_name, device)
+    sync = lambda: bench.synchronize(device)  # noqa: E731
+    for _ in range(5):
+        step()
+    sync()
+    state = {}
+    phases = {
+        "zero_grad": lambda: optimizer.zero_grad(set_to_none=True),
+        "forward + loss": lambda: state.__setitem__("loss", F.mse_loss(compiled(x), target)),
+        "backward": lambda: state["loss"].backward(),
+        "optimizer.step": lambda: optimizer.step(),
+    }
+    host = {name: [] for name in PHASES}
+    total = {name: [] for name in PHASES}
+    for _ in range(iterations):
+        for name in PHASES:
+            sync()
+            began = time.perf_counter()
+            phases[name]()
+            returned = time.perf_counter()
+            sync()
+            ended = time.perf_counter()
+            host[name].append((returned - began) * 1e6)
+            total[name].append((ended - began) * 1e6)
+    times = {name: {"host_us": statistics.median(host[name]), "with_gpu_us": statistics.median(total[name])}
+             for name in PHASES}
+    times["whole step, queue kept full"] = {"host_us": bench.batch_ms(step, device, iterations) * 1e3,
+                                            "with_gpu_us": None}
+
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+    with profile(activities=activities) as prof:
+        for _ in range(iterations):
+            step()
+        sync()
+    events = prof.key_averages()
+    gpu_us = sum(getattr(e, "self_device_time_total", 0.0) for e in events) / iterations
+    times["GPU kernel time per step (profiler)"] = {"host_us": None, "with_gpu_us": gpu_us}
+    table = events.table(sort_by="self_cpu_time_total", row_limit=40, max_name_column_width=60)
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(iterations):
+        step()
+    sync()
+    profiler.disable()
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).strip_dirs().sort_stats("tottime").print_stats(35)
+    return times, table, text.getvalue()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", choices=("block", "conv"), default="block")
+    parser.add_argument("--machine", default="h200")
+    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--results-dir", type=pathlib.Path, default=HERE / "results")
+    parser.add_argument("--devices", default="cuda,cudadev",
+                        help="the peer and the plugin device (e.g. cpu,simdev with DEVBRIDGE_BENCH_PLUGIN=torch_simdev)")
+    parser.add_argument("--child-device", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child_device:
+        times, table, python = phase_times(args.model, args.child_device, args.iterations)
+        print(json.dumps({"times": times, "operators": table, "python": python}))
+        return 0
+    results = {}
+    devices = args.devices.split(",")
+    for device in devices:
+        env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+        done = subprocess.run([sys.executable, __file__, "--model", args.model, "--child-device", device,
+                               "--iterations", str(args.iterations)],
+                              env=env, capture_output=True, text=True, timeout=280)
+        if done.returncode != 0:
+            raise RuntimeError(f"{device} child failed:\n{done.stderr[-4000:]}")
+        results[device] = json.loads(done.stdout.strip().splitlines()[-1])
+    lines = [f"# Train step of the {args.model} model, per phase ({args.machine}, torch {torch.__version__}, "
+             f"commit {git_commit()})", "",
+             "| phase | " + " | ".join(f"{d} host us" for d in devices) + " | "
+             + " | ".join(f"{d} with GPU us" for d in devices) + " |",
+             "|---|---:|---:|---:|---:|"]
+    fmt = lambda v: "" if v is None else f"{v:.0f}"  # noqa: E731
+    for name in results[devices[0]]["times"]:
+        cells = [fmt(results[d]["times"][name]["host_us"]) for d in devices]
+        cells += [fmt(results[d]["times"][name]["with_gpu_us"]) for d in devices]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    for device in devices:
+        lines += ["", f"## operators, {device}, {args.iterations} steps", "", "```",
+                  results[device]["operators"], "```", "",
+                  f"## Python functions, {device}, {args.iterations} steps (own time)", "", "```",
+                  results[device]["python"], "```"]
+    text = "\n".join(lines) + "\n"
+    args.results_dir.mkdir(parents=True, exist_ok=True)
+    stem = args.results_dir / f"train_profile_{args.model}_{args.machine}"
+    stem.with_suffix(".md").write_text(text)
+    stem.with_suffix(".json").write_text(json.dumps(
+        {"machine": args.machine, "torch": torch.__version__, "commit": git_commit(),
+         "phases_us": {d: results[d]["times"] for d in results}}, indent=1))
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
