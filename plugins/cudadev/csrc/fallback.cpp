@@ -28,6 +28,7 @@
 
 #include "cuda_alias.h"
 #include "device.h"
+#include "fallback.h"
 
 namespace cudadev {
 namespace {
@@ -171,6 +172,8 @@ class DeviceOfCall {
   Origin cuda_from_;
 };
 
+}  // namespace
+
 void run_cuda_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/,
                      torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
@@ -212,8 +215,6 @@ void run_cuda_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/
                               [&scope](const at::Tensor& t) { return scope.to_cudadev(t); });
   }
 }
-
-}  // namespace
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&run_cuda_kernel>());
