@@ -124,6 +124,35 @@ def test_registration_is_thread_safe():
     assert errors == [] and len(policy.methods(category)) == 32
 
 
+def test_the_registry_registers_the_torch_plugin_table_and_imports_no_triton():
+    """In a fresh interpreter: the builtin table is registered at the first
+    question (also when the first thing is a registration under its name,
+    which then meets devbridge's own methods), and selecting, registering and
+    configuring import no Triton (no driver exists before Triton does)."""
+    script = textwrap.dedent("""
+        import sys
+        from devbridge.triton import policy
+        try:
+            policy.register("torch_plugin", "get_current_device", lambda: 5)
+        except ValueError as error:
+            assert "torch_plugin.get_current_device is already registered" in str(error), error
+        else:
+            raise AssertionError("registered over devbridge's own method")
+        from devbridge.triton import torch_plugin
+        assert policy.methods("torch_plugin") == sorted(torch_plugin.METHODS)
+        assert policy.lookup("torch_plugin", "get_current_stream") is torch_plugin.get_current_stream
+        policy.register("mine", "get_current_device", lambda: 1)
+        policy.select("mine")
+        policy.select(None)
+        torch_plugin.configure(device_name=None)
+        assert "triton" not in sys.modules, "the registry imported Triton"
+        print("registry ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "registry ok" in done.stdout
+
+
 # ---------------------------------------------------------------- torch_plugin on simdev
 
 
