@@ -5,7 +5,7 @@ of a devbridge module named by a string.
 
   no cycle among the devbridge.triton modules (the Triton layer is a DAG:
   hardware and _triton_api, then the torch_plugin table, the policy
-  registry, the driver, the package's activate())
+  registry, activate()'s stack, the driver, the package's activate())
   no upward import between the layers core < triton < inductor < check,
   beyond the ones listed in KNOWN_UPWARD (each names its reason)
 
@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import ast
 import pathlib
-import sys
 
 SOURCE = pathlib.Path(__file__).resolve().parents[2] / "python" / "devbridge"
 EXTENSIONS = {"devbridge._C"}  # compiled modules (no .py source)
 
-# Lower layers first; a module belongs to the first layer whose prefix it has.
+# A module belongs to the first layer whose prefix it has (so the longer
+# prefixes come first); ORDER lists the layers from the lowest.
 LAYERS = (("check", ("devbridge.check", "devbridge.__main__")),
           ("inductor", ("devbridge.inductor",)),
           ("triton", ("devbridge.triton",)),
@@ -219,8 +219,8 @@ if __name__ == "__main__":
     edges = graph()
     for source in sorted(edges):
         if edges[source]:
-            print(source, "->", ", ".join(f"{t}{' (lazy)' if lazy else ''}" for t, lazy in sorted(edges[source].items())))
+            targets = sorted(edges[source].items())
+            print(source, "->", ", ".join(f"{t}{' (lazy)' if lazy else ''}" for t, lazy in targets))
     print("cycles in devbridge.triton:", cycles(edges, "devbridge.triton") or "none")
     print("cycles in devbridge:", cycles(edges, "devbridge") or "none")
     print("upward:", sorted(upward(edges)) or "none")
-    sys.exit(0)

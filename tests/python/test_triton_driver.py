@@ -303,7 +303,8 @@ def test_select_rebinds_the_driver_and_none_restores_the_default(policy_reset):
     policy.register(category, "get_current_device", lambda: 3)
     policy.register(category, "get_current_stream", lambda device=None: 0x1234 + (device or 0))
     policy.select(category)
-    assert driver.get_current_device() == PluginDeviceIndex(3) and type(driver.get_current_device()) is PluginDeviceIndex
+    device = driver.get_current_device()
+    assert device == PluginDeviceIndex(3) and type(device) is PluginDeviceIndex
     assert driver.get_current_stream(3) == 0x1234 + 3
     policy.select(None)
     assert driver.get_current_stream is devbridge._C.plugin_current_stream
