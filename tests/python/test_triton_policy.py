@@ -74,10 +74,14 @@ def test_bad_registrations_and_lookups_name_the_problem():
 
 def test_the_default_policy_is_torch_plugin():
     assert policy.active() == "torch_plugin"
-    assert set(policy.methods("torch_plugin")) >= {
-        "get_current_device", "set_current_device", "get_current_stream", "get_device_interface",
-        "get_empty_tensor", "get_tensor_params_shape", "version_hash", "allocate_memory",
-        "allocate_sync_block_lock", "pre_launch", "async_launch", "get_active_torch_device", "device_name"}
+    # FlagTree's runtime method names (the contract its backends call) and two of devbridge's
+    names = {"get_current_device", "set_current_device", "get_current_stream", "get_device_interface",
+             "get_empty_tensor", "get_tensor_params_shape", "version_hash", "allocate_memory",
+             "allocate_sync_block_lock", "pre_launch", "async_launch", "get_active_torch_device", "device_name"}
+    assert set(torch_plugin.METHODS) == names
+    assert set(policy.methods("torch_plugin")) >= names
+    for name, function in torch_plugin.METHODS.items():
+        assert policy.lookup("torch_plugin", name) is function
 
 
 def test_selection_order_select_then_devbridge_variable_then_triton_backend(monkeypatch):
