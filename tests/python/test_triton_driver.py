@@ -261,3 +261,93 @@ def test_a_plugin_target_compiles_to_the_same_cubin_as_cuda():
     assert ours.metadata.hash != cuda.metadata.hash  # separate cache entries
     launcher = devbridge.triton.Launcher(ours.src, ours.metadata)
     assert launcher.param_sizes == (8, 8, 8, 4, 8, 8)
+
+
+# ---------------------------------------------------------------- binding the active policy
+
+
+@pytest.fixture
+def policy_reset(monkeypatch):
+    """The selection, the environment and the torch_plugin device name as they were."""
+    from devbridge.triton import policy, torch_plugin
+
+    for variable in policy.ENVIRONMENT:
+        monkeypatch.delenv(variable, raising=False)
+    policy.select(None)
+    yield policy
+    policy.select(None)
+    torch_plugin.configure(device_name=None)
+
+
+def _category():
+    import uuid
+
+    return f"bind_{uuid.uuid4().hex[:8]}"
+
+
+@skip_without_simdev
+def test_the_default_policy_binds_the_hot_path_in_c(policy_reset):
+    driver = devbridge.triton.driver()
+    assert driver.get_current_stream is devbridge._C.plugin_current_stream
+    from devbridge.triton.backend import driver as driver_module
+
+    assert driver.get_current_device() is driver_module._INDICES[0]  # the canonical key, from C
+    assert driver.get_current_stream(0) == torch.accelerator.current_stream(0).native_handle
+
+
+@skip_without_simdev
+def test_select_rebinds_the_driver_and_none_restores_the_default(policy_reset):
+    policy = policy_reset
+    driver = devbridge.triton.driver()
+    category = _category()
+    policy.register(category, "get_current_device", lambda: 3)
+    policy.register(category, "get_current_stream", lambda device=None: 0x1234 + (device or 0))
+    policy.select(category)
+    device = driver.get_current_device()
+    assert device == PluginDeviceIndex(3) and type(device) is PluginDeviceIndex
+    assert driver.get_current_stream(3) == 0x1234 + 3
+    policy.select(None)
+    assert driver.get_current_stream is devbridge._C.plugin_current_stream
+    assert driver.get_current_device() == PluginDeviceIndex(0)
+
+
+@skip_without_simdev
+def test_a_policy_missing_a_method_raises_naming_it_until_it_is_registered(policy_reset):
+    policy = policy_reset
+    driver = devbridge.triton.driver()
+    category = _category()
+    policy.register(category, "device_name", lambda: "simdev")
+    policy.select(category)
+    with pytest.raises(ValueError, match=rf"policy '{category}' has no method 'get_current_device'"):
+        driver.get_current_device()
+    policy.register(category, "get_current_device", lambda: 1)
+    policy.register(category, "get_current_stream", lambda device=None: 77)
+    assert driver.get_current_device() == PluginDeviceIndex(1) and driver.get_current_stream() == 77
+
+
+@skip_without_simdev
+def test_activate_binds_the_policy_the_environment_names(policy_reset, inactive, monkeypatch):
+    policy = policy_reset
+    category = _category()
+    policy.register(category, "get_current_device", lambda: 2)
+    policy.register(category, "get_current_stream", lambda device=None: 99)
+    driver = devbridge.triton.driver()
+    monkeypatch.setenv("DEVBRIDGE_TRITON_POLICY", category)
+    with devbridge.triton.activate():
+        assert driver.get_current_device() == PluginDeviceIndex(2) and driver.get_current_stream(2) == 99
+    monkeypatch.delenv("DEVBRIDGE_TRITON_POLICY")
+    policy.select(None)
+    assert driver.get_current_stream is devbridge._C.plugin_current_stream
+
+
+@skip_without_simdev
+def test_configuring_another_device_name_leaves_the_c_hot_path(policy_reset):
+    from devbridge.triton import torch_plugin
+
+    driver = devbridge.triton.driver()
+    torch_plugin.configure(device_name="otherdev")
+    assert driver.get_current_stream is not devbridge._C.plugin_current_stream
+    assert driver.device_name() == "otherdev"
+    torch_plugin.configure(device_name=None)
+    assert driver.get_current_stream is devbridge._C.plugin_current_stream
+    assert driver.get_current_device() == PluginDeviceIndex(0)

@@ -74,10 +74,14 @@ def test_bad_registrations_and_lookups_name_the_problem():
 
 def test_the_default_policy_is_torch_plugin():
     assert policy.active() == "torch_plugin"
-    assert set(policy.methods("torch_plugin")) >= {
-        "get_current_device", "set_current_device", "get_current_stream", "get_device_interface",
-        "get_empty_tensor", "get_tensor_params_shape", "version_hash", "allocate_memory",
-        "allocate_sync_block_lock", "pre_launch", "async_launch", "get_active_torch_device", "device_name"}
+    # FlagTree's runtime method names (the contract its backends call) and two of devbridge's
+    names = {"get_current_device", "set_current_device", "get_current_stream", "get_device_interface",
+             "get_empty_tensor", "get_tensor_params_shape", "version_hash", "allocate_memory",
+             "allocate_sync_block_lock", "pre_launch", "async_launch", "get_active_torch_device", "device_name"}
+    assert set(torch_plugin.METHODS) == names
+    assert set(policy.methods("torch_plugin")) >= names
+    for name, function in torch_plugin.METHODS.items():
+        assert policy.lookup("torch_plugin", name) is function
 
 
 def test_selection_order_select_then_devbridge_variable_then_triton_backend(monkeypatch):
@@ -122,6 +126,35 @@ def test_registration_is_thread_safe():
     for t in threads:
         t.join()
     assert errors == [] and len(policy.methods(category)) == 32
+
+
+def test_the_registry_registers_the_torch_plugin_table_and_imports_no_triton():
+    """In a fresh interpreter: the builtin table is registered at the first
+    question (also when the first thing is a registration under its name,
+    which then meets devbridge's own methods), and selecting, registering and
+    configuring import no Triton (no driver exists before Triton does)."""
+    script = textwrap.dedent("""
+        import sys
+        from devbridge.triton import policy
+        try:
+            policy.register("torch_plugin", "get_current_device", lambda: 5)
+        except ValueError as error:
+            assert "torch_plugin.get_current_device is already registered" in str(error), error
+        else:
+            raise AssertionError("registered over devbridge's own method")
+        from devbridge.triton import torch_plugin
+        assert policy.methods("torch_plugin") == sorted(torch_plugin.METHODS)
+        assert policy.lookup("torch_plugin", "get_current_stream") is torch_plugin.get_current_stream
+        policy.register("mine", "get_current_device", lambda: 1)
+        policy.select("mine")
+        policy.select(None)
+        torch_plugin.configure(device_name=None)
+        assert "triton" not in sys.modules, "the registry imported Triton"
+        print("registry ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "registry ok" in done.stdout
 
 
 # ---------------------------------------------------------------- torch_plugin on simdev

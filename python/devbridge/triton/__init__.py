@@ -36,7 +36,6 @@ def __getattr__(name):
 
 _lock = threading.Lock()
 _driver = None
-_previous = []  # drivers that were active before each activate()
 
 
 def driver():
@@ -69,15 +68,10 @@ def activate():
     activate():` leaves the driver active for the outer one. Triton has one
     active driver per process, so this is process-wide, not per thread.
     """
-    from . import _triton_api
+    from . import _activation
 
     ours = driver()
-    with _lock:
-        current = _triton_api.active_driver_or_none()
-        _previous.append(current)
-        if current is not ours:
-            ours.bind_policy()  # the environment may name another policy by now
-            _triton_api.driver_config().set_active(ours)
+    _activation.push(ours)
     return ours
 
 
@@ -96,11 +90,10 @@ def deactivate() -> _Deactivation:
     """Undo the last activate(): restore the driver that was active before it
     (Triton's own default when there was none). A no-op when devbridge's
     driver is not active."""
-    from . import _triton_api
+    from . import _activation
+    from .backend.driver import DevbridgeDriver
 
-    with _lock:
-        if is_active():
-            _triton_api.restore_active_driver(_previous.pop() if _previous else None)
+    _activation.pop(DevbridgeDriver.instance())
     return _Deactivation()
 
 

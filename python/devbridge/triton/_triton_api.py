@@ -30,7 +30,9 @@ versions each was checked on (3.6.0 on the H200, 3.7.1 in CI).
                                          3.6.0, 3.7.1); Triton's default
                                          driver is the one whose driver class
                                          reports is_active() (runtime/driver.py
-                                         _create_driver, 3.6.0, 3.7.1)
+                                         _create_driver, 3.6.0, 3.7.1); the
+                                         layers below devbridge's driver find
+                                         it there (devbridge_driver_or_none)
 
 Public names used elsewhere (checked on the same versions):
 triton.runtime.driver.set_active, triton.backends.driver.DriverBase,
@@ -122,6 +124,21 @@ def launch_hooks_empty(runtime=None) -> bool:
 
         runtime = knobs.runtime
     return launch_hook_is_empty(runtime.launch_enter_hook) and launch_hook_is_empty(runtime.launch_exit_hook)
+
+
+def devbridge_driver_or_none(own: str = "devbridge"):
+    """devbridge's Triton driver if it was created, else None, found the way
+    Triton finds it: the driver class of the `own` entry point in Triton's
+    backend table, then that class's one instance. The policy registry and
+    the torch_plugin policy reach the driver this way to have it bind again
+    (select(), register(), configure()) without importing the layer above
+    them. Triton is not imported here: before `import triton` (or while it
+    runs) no driver can exist yet."""
+    import sys
+
+    backends = getattr(sys.modules.get("triton.backends"), "backends", None)
+    backend = backends.get(own) if isinstance(backends, dict) else None
+    return None if backend is None else backend.driver.instance()
 
 
 def other_active_backends(own: str = "devbridge") -> list[str]:

@@ -1,6 +1,6 @@
-"""The registry of host-runtime policies devbridge's Triton driver runs on.
+"""The one registry of host-runtime policies devbridge's Triton driver runs on.
 
-A *policy* is a named category of host-runtime methods — current device,
+A *policy* is a named table of host-runtime methods — current device,
 current stream, device interface, empty tensor, workspace, ... — the shape of
 FlagTree's BackendStrategyRegistry, without its whitelist: any registered
 category can be selected by name.
@@ -12,14 +12,21 @@ category can be selected by name.
     policy.select("my_plugin")                                   # or DEVBRIDGE_TRITON_POLICY=my_plugin
     policy.execute(policy.active(), "get_current_stream", 0)
 
+devbridge's generic policy for any PrivateUse1 plugin, "torch_plugin", is a
+module that declares its table (torch_plugin.METHODS); the registry
+registers it the first time it is asked anything.
+
 The active policy is, in order: the last select(), the environment variable
 DEVBRIDGE_TRITON_POLICY, TRITON_BACKEND (what Ascend-backend users already
-set), else "torch_plugin" (devbridge's generic policy for any PrivateUse1
-plugin). Nothing is frozen at the first call: active() reads the
-environment every time, and devbridge's driver, which binds the active
-policy's functions for its hot path, rebinds them at every select(),
-register() and activate(). An unknown name is an error listing the
-registered ones.
+set), else "torch_plugin". Nothing is frozen at the first call: active()
+reads the environment every time. devbridge's driver binds the active
+policy's device and stream functions for Triton's hot path
+(backend/driver.py bind_policy): when it is created, at every activate(),
+and at every select() and register() here. An unknown name is an error
+listing the registered ones.
+
+Layers: this module imports the torch_plugin table below it and, to find the
+driver, Triton's backend table (_triton_api); nothing above it.
 """
 
 from __future__ import annotations
@@ -34,22 +41,17 @@ ENVIRONMENT = ("DEVBRIDGE_TRITON_POLICY", "TRITON_BACKEND")
 _lock = threading.Lock()
 _registry: dict[str, dict[str, Callable]] = {}
 _selected: str | None = None
-# Called after every select() and register(): devbridge's driver binds the
-# active policy's functions once (its hot path calls them directly) and
-# rebinds when the choice changes.
-_listeners: list[Callable[[], None]] = []
+_builtin_registered = False
 
 
-def add_listener(listener: Callable[[], None]) -> None:
-    with _lock:
-        _listeners.append(listener)
+def _bind_driver() -> None:
+    # The driver's hot path calls the policy's functions it bound (no lookup
+    # per launch), so a change of the active policy binds them again.
+    from ._triton_api import devbridge_driver_or_none
 
-
-def _notify() -> None:
-    with _lock:
-        listeners = list(_listeners)
-    for listener in listeners:
-        listener()
+    driver = devbridge_driver_or_none()
+    if driver is not None:
+        driver.bind_policy()
 
 
 def register(category: str, method: str, fn: Callable | None = None):
@@ -63,13 +65,15 @@ def register(category: str, method: str, fn: Callable | None = None):
         if not callable(function):
             raise TypeError(f"devbridge: policy method {category}.{method} must be callable, got "
                             f"{type(function).__name__}")
+        if category == DEFAULT:
+            _ensure_builtin()  # a method of devbridge's own table is then already registered
         with _lock:
             methods = _registry.setdefault(category, {})
             if method in methods:
                 raise ValueError(f"devbridge: policy method {category}.{method} is already registered "
                                  f"({methods[method]!r}); register it under another category")
             methods[method] = function
-        _notify()
+        _bind_driver()
         return function
 
     return add if fn is None else add(fn)
@@ -103,7 +107,7 @@ def select(name: str | None) -> None:
             if name not in _registry:
                 raise ValueError(_unknown(name))
     _selected = name
-    _notify()
+    _bind_driver()
 
 
 def active() -> str:
@@ -153,11 +157,19 @@ def call(method: str, *args, **kwargs):
 
 
 def _ensure_builtin() -> None:
-    # The generic policy registers itself on import; importing it here keeps
-    # `import devbridge.triton.policy` cheap and free of cycles.
-    if DEFAULT not in _registry:
-        from . import torch_plugin  # noqa: F401
+    # Registered at the first question, not at import: the table's module
+    # imports torch and devbridge's extension, and `import devbridge.triton`
+    # runs while a plugin's autoload hook may still be importing torch.
+    global _builtin_registered
+    if _builtin_registered:
+        return
+    from . import torch_plugin
+
+    with _lock:
+        if _builtin_registered:
+            return
+        _registry[DEFAULT] = dict(torch_plugin.METHODS)  # register() adds to it only after this
+        _builtin_registered = True
 
 
-__all__ = ["DEFAULT", "active", "add_listener", "call", "categories", "execute", "lookup", "methods", "register",
-           "select"]
+__all__ = ["DEFAULT", "active", "call", "categories", "execute", "lookup", "methods", "register", "select"]

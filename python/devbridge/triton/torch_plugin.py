@@ -9,6 +9,10 @@ Methods follow FlagTree's BackendStrategyRegistry names; the workspace, lock,
 pre-launch and launch methods return Python objects for devbridge's launcher
 (the C++-text strategies of the Ascend backends live with the Ascend
 integration).
+
+This module declares its table (METHODS, below) and imports no registry:
+devbridge.triton.policy registers it as the `torch_plugin` policy the first
+time the registry is asked anything.
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ import torch
 
 from .. import _C
 from .. import __version__ as _devbridge_version
-from .policy import register
 
 CATEGORY = "torch_plugin"
 _configured_name: str | None = None
@@ -34,12 +37,15 @@ def configure(*, device_name: str | None) -> None:
     global _configured_name, _resolved_name
     _configured_name = device_name
     _resolved_name = None
-    from .policy import _notify
+    # devbridge's driver serves the default policy from C only while the name
+    # is the PrivateUse1 backend's (fast_device_and_stream): it binds again.
+    from ._triton_api import devbridge_driver_or_none
 
-    _notify()  # the driver rebinds its hot path for the new name
+    driver = devbridge_driver_or_none()
+    if driver is not None:
+        driver.bind_policy()
 
 
-@register(CATEGORY, "device_name")
 def device_name() -> str:
     global _resolved_name
     name = _resolved_name
@@ -73,25 +79,21 @@ def fast_device_and_stream(keys: list):
     return functools.partial(_C.plugin_current_device_key, keys), _C.plugin_current_stream
 
 
-@register(CATEGORY, "get_current_device")
 def get_current_device() -> int:
     """The calling thread's current device index of the plugin."""
     return _current_device(_resolved_name or device_name())
 
 
-@register(CATEGORY, "set_current_device")
 def set_current_device(device_id: int) -> None:
     _C.set_current_device(device_name(), int(device_id))
 
 
-@register(CATEGORY, "get_current_stream")
 def get_current_stream(device: int | None = None) -> int:
     """The native handle of the calling thread's current stream on `device`."""
     name = _resolved_name or device_name()
     return _current_stream(name, _current_device(name) if device is None else device)
 
 
-@register(CATEGORY, "get_active_torch_device")
 def get_active_torch_device() -> torch.device:
     return _device()
 
@@ -138,7 +140,6 @@ _interfaces: dict[str, DeviceInterface] = {}
 _interfaces_lock = threading.Lock()
 
 
-@register(CATEGORY, "get_device_interface")
 def get_device_interface() -> DeviceInterface:
     name = device_name()
     with _interfaces_lock:
@@ -147,19 +148,16 @@ def get_device_interface() -> DeviceInterface:
         return _interfaces[name]
 
 
-@register(CATEGORY, "get_empty_tensor")
 def get_empty_tensor(size: int) -> torch.Tensor:
     """`size` int32 elements on the current device (the benchmarker's L2 flush buffer)."""
     return torch.empty(int(size), dtype=torch.int32, device=_device())
 
 
-@register(CATEGORY, "get_tensor_params_shape")
 def get_tensor_params_shape(*args) -> list[list[int]]:
     """The shape of every tensor-like argument (duck typing: data_ptr and shape)."""
     return [list(arg.shape) for arg in args if hasattr(arg, "data_ptr") and hasattr(arg, "shape")]
 
 
-@register(CATEGORY, "version_hash")
 def version_hash() -> list[str]:
     """Everything a compiled launch depends on besides the kernel itself: torch,
     devbridge, the plugin (its name and its module's version), Triton, and the
@@ -198,7 +196,6 @@ def _check_stream(stream) -> None:
             "(`with torch.Stream(...)`) or pass the torch.Stream itself")
 
 
-@register(CATEGORY, "allocate_memory")
 def allocate_memory(size: int, stream=None) -> torch.Tensor:
     """`size` bytes of workspace on the current device, from the plugin's
     allocator. Keep the returned tensor until the launch that uses it is
@@ -211,7 +208,6 @@ def allocate_memory(size: int, stream=None) -> torch.Tensor:
     return block
 
 
-@register(CATEGORY, "allocate_sync_block_lock")
 def allocate_sync_block_lock(size: int, init_value: int = 0, stream=None) -> torch.Tensor:
     """`size` int32 lock words, set to `init_value` in stream order (an
     asynchronous fill queued on the stream, never a host write)."""
@@ -226,14 +222,12 @@ def allocate_sync_block_lock(size: int, init_value: int = 0, stream=None) -> tor
     return lock
 
 
-@register(CATEGORY, "pre_launch")
 def pre_launch(device_id: int) -> None:
     """Bind `device_id` on the launching thread (a no-op when it is current)."""
     if get_current_device() != int(device_id):
         set_current_device(device_id)
 
 
-@register(CATEGORY, "async_launch")
 def async_launch(launcher, *args):
     """Launch. devbridge's launcher enqueues directly on the given stream, or
     hands the launch to the plugin's submit hook when one is registered
@@ -241,4 +235,15 @@ def async_launch(launcher, *args):
     return launcher(*args)
 
 
-__all__ = ["CATEGORY", "DeviceInterface", "configure"]
+# The policy's table: FlagTree's BackendStrategyRegistry method names (the
+# runtime half), plus device_name and get_active_torch_device.
+METHODS = {
+    "device_name": device_name, "get_current_device": get_current_device,
+    "set_current_device": set_current_device, "get_current_stream": get_current_stream,
+    "get_active_torch_device": get_active_torch_device, "get_device_interface": get_device_interface,
+    "get_empty_tensor": get_empty_tensor, "get_tensor_params_shape": get_tensor_params_shape,
+    "version_hash": version_hash, "allocate_memory": allocate_memory,
+    "allocate_sync_block_lock": allocate_sync_block_lock, "pre_launch": pre_launch, "async_launch": async_launch,
+}
+
+__all__ = ["CATEGORY", "METHODS", "DeviceInterface", "configure"]

@@ -145,21 +145,20 @@ class DevbridgeDriver(DriverBase):
 
     def _setup(self) -> None:
         super().__init__()
-        from devbridge.triton import Launcher
-
-        from devbridge.triton import policy
+        from devbridge._C import Launcher
 
         self.launcher_cls = Launcher
         self.utils = DevbridgeUtils(self)
         self._runtimes = {}
         self.bind_policy()
-        policy.add_listener(self.bind_policy)
 
     def bind_policy(self) -> None:
         """Bind the active policy's device and stream functions as this
         driver's get_current_device / get_current_stream: Triton's JIT calls
         both on every launch, so they go straight to the policy's functions.
-        Called again at every select(), register() and activate()."""
+        Called here, at every activate(), and by the registry's select() and
+        register() and torch_plugin.configure(), which find this driver in
+        Triton's backend table (_triton_api.devbridge_driver_or_none)."""
         from devbridge.triton import policy
 
         try:
@@ -272,9 +271,9 @@ class DevbridgeDriver(DriverBase):
         return self
 
     def __exit__(self, *exc):
-        from devbridge.triton import deactivate
+        from devbridge.triton import _activation
 
-        deactivate()
+        _activation.pop(self)  # devbridge.triton.deactivate()
         return False
 
     def __repr__(self) -> str:
