@@ -107,7 +107,7 @@ def unload(handle: int) -> None:
 
 
 def _node(ty: Any, position: str, tensordesc_flags: int):
-    """One argument-plan node (src/launch/py_args.h) for a Triton signature entry."""
+    """One argument-plan node (src/python/py_args.h) for a Triton signature entry."""
     if isinstance(ty, tuple):
         return tuple(_node(t, f"{position}[{i}]", tensordesc_flags) for i, t in enumerate(ty))
     if not isinstance(ty, str):

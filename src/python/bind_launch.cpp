@@ -11,8 +11,8 @@
 #include "devbridge/error.h"
 #include "launch/kernel_runtimes.h"
 #include "launch/loaded_kernels.h"
-#include "launch/py_interpreter_runtime.h"
-#include "launch/py_launcher.h"
+#include "python/py_interpreter_runtime.h"
+#include "python/py_launcher.h"
 #include "python/bindings.h"
 
 namespace py = pybind11;

@@ -1,5 +1,5 @@
 """Fuzz target: devbridge's generic Triton launcher (devbridge.triton.Launcher:
-src/launch/py_launcher.cpp, src/launch/py_args.cpp) called with random
+src/python/py_launcher.cpp, src/python/py_args.cpp) called with random
 argument tuples, on launchers built from real descriptors, launching on simdev.
 
     tests/fuzz/run.sh                                    # both targets; FUZZ_TARGET=launcher for this one
@@ -1049,7 +1049,7 @@ def smoke_corpus(num_targets: int, total: int = 300) -> list[tuple[str, bytes]]:
 
 
 # Minimal reproducers of the launcher bugs this fuzzer found in
-# src/launch/py_args.cpp (fixed: packing now works on snapshots that own their
+# src/python/py_args.cpp (fixed: packing now works on snapshots that own their
 # items). The smoke test runs each in a child; each must print "no crash".
 REGRESSIONS = {
     "list_tuple_argument_shrunk_while_packing": '''
@@ -1065,7 +1065,7 @@ class Clearing:
         return 0
 t = [None, 5]
 t[0] = Clearing(t)
-# PackNode (src/launch/py_args.cpp) checked len(t) == 2 once, then reads
+# PackNode (src/python/py_args.cpp) checked len(t) == 2 once, then reads
 # PyList_GET_ITEM(t, 1) after t[0].data_ptr() emptied t: NULL[1] -> SIGSEGV.
 launcher(1, 1, 1, launch_support.stream_of("simdev:0"), kernel.function, (4, 1, 0), None, None, None, out, t)
 print("no crash")

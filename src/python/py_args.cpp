@@ -1,4 +1,4 @@
-#include "launch/py_args.h"
+#include "python/py_args.h"
 
 #include <ATen/dlpack.h>
 #include <c10/core/DeviceType.h>

@@ -25,7 +25,7 @@
 #include "devbridge/error.h"
 #include "launch/adapter_error.h"
 #include "launch/kernel_runtimes.h"
-#include "launch/py_interpreter_runtime.h"
+#include "python/py_interpreter_runtime.h"
 
 namespace devbridge {
 namespace launch {

@@ -17,7 +17,7 @@
 #include <string>
 
 #include "launch/adapter_error.h"
-#include "launch/cuda_driver_api.h"
+#include "kernel_runtimes/cuda/cuda_driver_api.h"
 #include "launch/kernel_runtimes.h"
 
 namespace devbridge {

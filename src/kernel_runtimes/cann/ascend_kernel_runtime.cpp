@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "launch/acl_api.h"
+#include "kernel_runtimes/cann/acl_api.h"
 #include "launch/adapter_error.h"
 #include "launch/kernel_runtimes.h"
 

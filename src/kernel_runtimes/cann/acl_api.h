@@ -7,7 +7,7 @@
 // time, naming CANN). CI proves every declaration below against the real
 // headers: with -DDEVBRIDGE_ACL_INCLUDE_DIR=<dir holding acl/acl.h> (the copy
 // of CANN's headers the torch-npu 2.13.0 wheel ships) the build compiles
-// src/launch/acl_api_check.cpp, whose static_asserts compare each constant,
+// src/kernel_runtimes/cann/acl_api_check.cpp, whose static_asserts compare each constant,
 // struct layout and function type with acl.h's (ACL 1.17).
 #pragma once
 

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <type_traits>
 
-#include "launch/acl_api.h"
+#include "kernel_runtimes/cann/acl_api.h"
 
 namespace devbridge {
 namespace acl {

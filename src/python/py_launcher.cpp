@@ -18,7 +18,7 @@
 // Construction takes Triton's (src, metadata): describing them is Python
 // (devbridge/triton/_describe.py, the one module that reads Triton objects),
 // the plan it returns is data parsed here once.
-#include "launch/py_launcher.h"
+#include "python/py_launcher.h"
 
 #include <structmember.h>
 
@@ -32,7 +32,7 @@
 #include "dlpack/python_abi.h"
 #include "launch/launch.h"
 #include "launch/param_layout.h"
-#include "launch/py_args.h"
+#include "python/py_args.h"
 
 namespace devbridge {
 namespace launch {
@@ -662,7 +662,7 @@ PyGetSetDef kGetSet[] = {
 PyMethodDef kMethods[] = {
     {"_from_plan", &FromPlan, METH_VARARGS | METH_CLASS,
      "_from_plan(name, plan, arg_names, metadata): build from an argument plan (see "
-     "src/launch/py_args.h) and a metadata mapping."},
+     "src/python/py_args.h) and a metadata mapping."},
     {"bind", &Bind, METH_O,
      "bind(function) -> BoundLaunch: this launcher with the loaded kernel `function` fixed, called as\n"
      "(gx, gy, gz, stream, *kernel_args) with the metadata it was built with and no launch hooks."},
