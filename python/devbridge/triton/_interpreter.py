@@ -46,9 +46,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
 
-from . import _interpreter_libdevice
+from . import _interpreter_libdevice, _interpreter_memory, _interpreter_source
 
 FORMAT = "devbridge-simdev-interpreter/1"
 
@@ -63,17 +62,10 @@ def _stop_at_exit() -> None:
 
 atexit.register(_stop_at_exit)
 
-_POINTER_DTYPES = {
-    "i1": torch.bool, "i8": torch.int8, "i16": torch.int16, "i32": torch.int32, "i64": torch.int64,
-    "u8": torch.uint8, "u16": torch.uint16, "u32": torch.uint32, "u64": torch.uint64,
-    "fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "fp64": torch.float64,
-    "fp8e4nv": torch.float8_e4m3fn, "fp8e5": torch.float8_e5m2, "fp8e4b8": torch.float8_e4m3fnuz,
-    "fp8e5b16": torch.float8_e5m2fnuz,
-}  # fmt: skip
 # How each scalar parameter's bytes (little-endian) decode.
 _SCALAR_FORMATS = {
-    "i1": "<?", "u1": "<?", "i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q", "u8": "<B", "u16": "<H",
-    "u32": "<I", "u64": "<Q", "fp16": "<e", "fp32": "<f", "f32": "<f", "fp64": "<d",
+    "i1": "<?", "u1": "<?", "B": "<?", "i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q", "u8": "<B",
+    "u16": "<H", "u32": "<I", "u64": "<Q", "fp16": "<e", "fp32": "<f", "f32": "<f", "fp64": "<d",
 }  # fmt: skip
 
 
@@ -87,15 +79,20 @@ def _encode_constant(value):
 
     if value is None or isinstance(value, (bool, int, float, str)):
         return {"value": value}
-    if isinstance(value, tl.dtype):
-        return {"dtype": str(value)}
+    if isinstance(value, tl.pointer_type):
+        return {"pointer": _encode_constant(value.element_ty), "const": bool(value.const),
+                "address_space": int(value.address_space)}
+    if isinstance(value, tl.dtype) and type(value) is tl.dtype:
+        return {"dtype": value.name}
     if isinstance(value, JITFunction):
         return {"jit": [value.fn.__module__, value.fn.__qualname__]}
     if isinstance(value, tl.constexpr):
         return _encode_constant(value.value)
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return {"tuple": [_encode_constant(v) for v in value]}
     raise NotImplementedError(f"devbridge: simdev's Triton target cannot bind the constexpr {value!r} "
-                              f"({type(value).__name__}); pass an int, float, bool, str, None, a tl dtype or a "
-                              "@triton.jit function")
+                              f"({type(value).__name__}); pass an int, float, bool, str, None, a tuple of "
+                              "those, a tl dtype or a @triton.jit function")
 
 
 def _decode_constant(entry):
@@ -104,7 +101,13 @@ def _decode_constant(entry):
     if "dtype" in entry:
         import triton.language as tl
 
-        return tl.str_to_ty(entry["dtype"], None) if hasattr(tl, "str_to_ty") else getattr(tl, entry["dtype"])
+        return tl.dtype(entry["dtype"])  # its name (`int16`, `fp8e4nv`): what str(tl.int16) says
+    if "pointer" in entry:
+        import triton.language as tl
+
+        return tl.pointer_type(_decode_constant(entry["pointer"]), entry["address_space"], entry["const"])
+    if "tuple" in entry:
+        return tuple(_decode_constant(e) for e in entry["tuple"])
     module, qualname = entry["jit"]
     return _find_function(module, qualname, None)
 
@@ -124,6 +127,16 @@ def _reject_unsupported(signature: dict) -> None:
 
     for name, ty in signature.items():
         walk(ty, name)
+
+
+def front_end_options() -> dict:
+    """Compile options for the front end that are the interpreter's own
+    (what TRITON_INTERPRET=1 accepts): every fp8 type, none deprecated as a dot operand."""
+    from triton.runtime.interpreter import InterpreterOptions
+
+    defaults = InterpreterOptions()
+    return {"supported_fp8_dtypes": tuple(defaults.supported_fp8_dtypes),
+            "deprecated_fp8_dot_operand_dtypes": tuple(defaults.deprecated_fp8_dot_operand_dtypes)}
 
 
 def make_binary(src, metadata: dict) -> bytes:
@@ -204,9 +217,10 @@ def _find_function(module_name: str, qualname: str, filename: str | None):
 class _Kernel:
     description: dict
     jit_fn: Any  # the JITFunction
-    interpreted: Any  # its InterpretedFunction
+    fn: Any  # the compiled source, rewritten for the interpreter
     constants: dict = field(default_factory=dict)  # path tuple -> value
     constexpr_names: set = field(default_factory=set)
+    pointer_types: dict = field(default_factory=dict)  # signature type string -> tl.pointer_type
 
 
 _kernels: dict[int, _Kernel] = {}
@@ -217,7 +231,7 @@ _registry_lock = threading.Lock()
 def register(image: bytes) -> int:
     """Loads a binary: returns the id the trampoline copy is set up with."""
     global _next_id
-    from triton.runtime.interpreter import InterpretedFunction
+    import triton.language as tl
     from triton.runtime.jit import _normalize_ty
 
     description = json.loads(bytes(image).decode())
@@ -231,10 +245,21 @@ def register(image: bytes) -> int:
     if _source_hash(jit_fn.src) != description["source_sha256"]:
         raise RuntimeError(f"devbridge: the source of {description['module']}.{description['qualname']} changed "
                            "since this binary was compiled; recompile it (clear Triton's cache)")
-    kernel = _Kernel(description, jit_fn, InterpretedFunction(jit_fn.fn))
+    # The text Triton compiled (jit_fn.src, which _unsafe_update_src may have
+    # replaced), not the Python function's own.
+    kernel = _Kernel(description, jit_fn, _interpreter_source.rewritten(jit_fn, description["source"]))
     kernel.constants = {tuple(json.loads(k)): _decode_constant(v) for k, v in description["constants"].items()}
     annotations = {name: _normalize_ty(ty) for name, ty in jit_fn.fn.__annotations__.items()}
     kernel.constexpr_names = {name for name in description["arg_names"] if annotations.get(name) == "constexpr"}
+
+    def pointer_types(ty):
+        if isinstance(ty, list):
+            for t in ty:
+                pointer_types(t)
+        elif isinstance(ty, str) and ty.startswith("*"):
+            kernel.pointer_types[ty] = tl.str_to_ty(ty, None)
+
+    pointer_types(description["signature"])
     with _registry_lock:
         kernel_id = _next_id
         _next_id += 1
@@ -244,21 +269,12 @@ def register(image: bytes) -> int:
 
 # ---------------------------------------------------------------- running
 
-class _Pointer:
-    """A simdev device address as the interpreter takes pointers: data_ptr() and dtype."""
-
-    __slots__ = ("address", "dtype")
-
-    def __init__(self, address: int, dtype: torch.dtype):
-        self.address = address
-        self.dtype = dtype
-
-    def data_ptr(self) -> int:
-        return self.address
-
-
 def _decode(kernel: _Kernel, payload: bytes) -> dict:
     """The kernel's arguments by name, from the launcher's packed slots."""
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime.interpreter import TensorHandle
+
     slots = [payload[i:i + 8] for i in range(0, len(payload), 8)]
     position = 0
 
@@ -271,13 +287,16 @@ def _decode(kernel: _Kernel, payload: bytes) -> dict:
         slot = slots[position]
         position += 1
         if ty.startswith("*"):
-            dtype = _POINTER_DTYPES.get(ty[1:])
-            if dtype is None:
-                raise NotImplementedError(f"devbridge: simdev's Triton target has no pointer type {ty}")
-            return _Pointer(struct.unpack("<Q", slot)[0], dtype)
+            # The pointer as the interpreter's own argument conversion makes it
+            # (_implicit_cvt of a tensor), typed as the front end compiled it.
+            pointer_type = kernel.pointer_types[ty]
+            address = np.array([struct.unpack("<Q", slot)[0]], dtype=np.uint64)
+            return tl.tensor(TensorHandle(address, pointer_type), pointer_type)
         if ty == "bf16":
             return struct.unpack("<f", b"\0\0" + slot[:2])[0]
-        fmt = _SCALAR_FORMATS[ty]
+        fmt = _SCALAR_FORMATS.get(ty)
+        if fmt is None:
+            raise NotImplementedError(f"devbridge: simdev's Triton target cannot pass a parameter of type {ty}")
         return struct.unpack(fmt, slot[:struct.calcsize(fmt)])[0]
 
     values = {}
@@ -313,22 +332,20 @@ class _EveryLang:
 
 
 def _helper_call(jit_fn, *args, **kwargs):
-    """A @triton.jit helper called from an interpreted kernel."""
-    from triton.runtime.interpreter import InterpretedFunction, _patch_lang
+    """A @triton.jit helper called from an interpreted kernel: its own
+    (possibly runtime-updated) source, like the kernel's."""
+    from triton.runtime.interpreter import _patch_lang
 
-    interpreted = getattr(jit_fn, "_devbridge_interpreted", None)
-    if interpreted is None:
-        interpreted = InterpretedFunction(jit_fn.fn)
-        jit_fn._devbridge_interpreted = interpreted
+    fn = _interpreter_source.rewritten(jit_fn)
     if threading.get_ident() in _current:
         # The launch's scope already patched both language modules: patching
         # again per call (what InterpretedFunction.__call__ does) walks every
         # member of triton.language each time, which made a reduction's
         # combine function cost milliseconds per call.
-        return interpreted.rewrite()(*args, **kwargs)
+        return fn(*args, **kwargs)
     scope = _patch_lang(jit_fn.fn)  # not on a worker inside a launch: patch for this call only
     try:
-        return interpreted.rewrite()(*args, **kwargs)
+        return fn(*args, **kwargs)
     finally:
         scope.restore()
 
@@ -337,11 +354,12 @@ def _begin(kernel: _Kernel, payload: bytes, grid: tuple) -> _Launch:
     from triton.runtime.interpreter import _implicit_cvt, _patch_lang, interpreter_builder
     from triton.runtime.jit import JITFunction
 
-    fn = kernel.interpreted.rewrite()
+    fn = kernel.fn
     scope = _patch_lang(_EveryLang())
     try:
         scope.set_attr(JITFunction, "__call__", _helper_call)
         _interpreter_libdevice.patch(scope)  # libdevice.exp & co., which the interpreter lacks
+        _interpreter_memory.patch(scope)  # masked-out lanes never reach the interpreter's C++ with their addresses
         # device_assert and overflow checks follow the compiled options (kernel[grid](..., debug=True))
         scope.set_attr(interpreter_builder, "options", dataclasses.replace(
             interpreter_builder.options, debug=kernel.description.get("debug", False),

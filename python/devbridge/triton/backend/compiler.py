@@ -60,6 +60,13 @@ class DevbridgeBackend(BaseBackend):
         return f"devbridge-{self.target.backend}-{self.hardware.compiler}-{self.delegate.hash()}"
 
     def parse_options(self, options):
+        if self.interpreted:
+            # The front end checks fp8 types and dot operands against these
+            # options; the code runs in the interpreter, which takes every fp8
+            # type (an sm80 part takes neither fp8e4nv nor fp8e4b8).
+            from devbridge.triton import _interpreter
+
+            options = {**_interpreter.front_end_options(), **dict(options)}
         return self.delegate.parse_options(options)
 
     def add_stages(self, stages, options, *language):
