@@ -62,6 +62,10 @@ def _stop_at_exit() -> None:
 
 atexit.register(_stop_at_exit)
 
+# Element types Triton's interpreter cannot type (its dtype.to_ir has no case
+# for them: "fail to convert fp8e4b8 to ir type"; Triton 3.6.0 and 3.7.1).
+_NOT_INTERPRETABLE = {"fp8e4b8": "torch.float8_e4m3fnuz", "fp8e5b16": "torch.float8_e5m2fnuz"}
+
 # How each scalar parameter's bytes (little-endian) decode.
 _SCALAR_FORMATS = {
     "i1": "<?", "u1": "<?", "B": "<?", "i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q", "u8": "<B",
@@ -137,6 +141,13 @@ def front_end_options() -> dict:
     defaults = InterpreterOptions()
     return {"supported_fp8_dtypes": tuple(defaults.supported_fp8_dtypes),
             "deprecated_fp8_dot_operand_dtypes": tuple(defaults.deprecated_fp8_dot_operand_dtypes)}
+
+
+def front_end_codegen() -> dict:
+    """Code generation choices of the front end that are the interpreter's own."""
+    from triton.runtime.interpreter import InterpreterBuilder
+
+    return {"min_dot_size": InterpreterBuilder().codegen_fns["min_dot_size"]}
 
 
 def make_binary(src, metadata: dict) -> bytes:
@@ -257,6 +268,12 @@ def register(image: bytes) -> int:
             for t in ty:
                 pointer_types(t)
         elif isinstance(ty, str) and ty.startswith("*"):
+            element = ty.lstrip("*k")
+            if element in _NOT_INTERPRETABLE:
+                raise NotImplementedError(
+                    f"devbridge: simdev's Triton target runs kernels in Triton's interpreter, which has no {element} "
+                    f"({_NOT_INTERPRETABLE[element]}): kernel {description['name']} takes a {ty} pointer; use "
+                    "fp8e4nv (torch.float8_e4m3fn) or fp8e5 (torch.float8_e5m2) on simdev")
             kernel.pointer_types[ty] = tl.str_to_ty(ty, None)
 
     pointer_types(description["signature"])
@@ -294,6 +311,11 @@ def _decode(kernel: _Kernel, payload: bytes) -> dict:
             return tl.tensor(TensorHandle(address, pointer_type), pointer_type)
         if ty == "bf16":
             return struct.unpack("<f", b"\0\0" + slot[:2])[0]
+        if ty in ("i1", "u1", "B"):
+            # A bool typed int1 with bool data: the interpreter's own conversion
+            # (_implicit_cvt) makes int32 data for it, which TensorHandle refuses.
+            flag = np.array([slot[0] != 0], dtype=np.bool_)
+            return tl.tensor(TensorHandle(flag, tl.int1), tl.int1)
         fmt = _SCALAR_FORMATS.get(ty)
         if fmt is None:
             raise NotImplementedError(f"devbridge: simdev's Triton target cannot pass a parameter of type {ty}")

@@ -45,11 +45,15 @@ def _handle_like(handle, data):
 
 
 def _pointers(ptrs, mask):
-    """(pointer handle, mask handle): contiguous, full shape, masked-out lanes at the scratch buffer."""
+    """(pointer handle, mask handle): contiguous, full shape, masked-out lanes at the scratch buffer.
+    A block pointer's mask arrives as a bare numpy array (BlockPointerHandle.materialize_pointers)."""
+    import triton.language as tl
+    from triton.runtime.interpreter import TensorHandle
+
     shape = np.shape(ptrs.data)
-    mask_data = _full(np.asarray(mask.data, dtype=bool), shape)
+    mask_data = _full(np.asarray(mask if isinstance(mask, np.ndarray) else mask.data, dtype=bool), shape)
     pointer_data = np.where(mask_data, _full(ptrs.data, shape), _SCRATCH_ADDRESS).astype(np.uint64)
-    return _handle_like(ptrs, pointer_data), _handle_like(mask, mask_data)
+    return _handle_like(ptrs, pointer_data), TensorHandle(mask_data, tl.int1)
 
 
 def patch(scope) -> None:

@@ -100,7 +100,14 @@ class DevbridgeBackend(BaseBackend):
         return self.delegate.pack_metadata(metadata)
 
     def get_codegen_implementation(self, options):
-        return self.delegate.get_codegen_implementation(options)
+        codegen = self.delegate.get_codegen_implementation(options)
+        if self.interpreted:
+            # The interpreter multiplies any dot shape (what TRITON_INTERPRET=1
+            # runs); an sm80 part's minimum (K >= 32 for fp8) would refuse them.
+            from devbridge.triton import _interpreter
+
+            codegen = {**codegen, **_interpreter.front_end_codegen()}
+        return codegen
 
     def __getattr__(self, name):
         # Anything else Triton's core asks of a backend (parse_attr,

@@ -1,0 +1,172 @@
+"""simdev's Triton target against TRITON_INTERPRET=1, case by case (issue #22).
+
+Every case of triton_differential_kernels.CASES runs once under
+TRITON_INTERPRET=1 on CPU tensors, the whole table in ONE fresh subprocess,
+and once here on simdev tensors through devbridge (kernel[grid](...) with
+devbridge's driver: the front end, the launcher, simdev's streams, the
+interpreter per program on the stream worker). The outputs must be the same
+bits. Cases rotate over simdev:0's default stream, a second stream on
+simdev:0 and a stream on simdev:1.
+
+The rest of the file: what TRITON_INTERPRET=1 cannot show (masked lanes at
+wild addresses, broadcast masks, bool scalars, libdevice), checked against torch.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+import torch
+
+triton = pytest.importorskip("triton", reason="Triton is not installed: pip install triton==3.7.1")
+import triton.language as tl  # noqa: E402
+from triton.language.extra import libdevice  # noqa: E402
+
+import devbridge  # noqa: E402
+import devbridge.triton  # noqa: E402
+
+import triton_differential_kernels as table  # noqa: E402
+from launch_support import skip_without_simdev  # noqa: E402
+
+pytestmark = skip_without_simdev
+
+
+@pytest.fixture(autouse=True)
+def devbridge_driver():
+    with devbridge.triton.activate():
+        yield
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    out = tmp_path_factory.mktemp("triton-interpret-differential") / "reference.pt"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    done = subprocess.run([sys.executable, "-W", "ignore", str(pathlib.Path(table.__file__)), str(out)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"the TRITON_INTERPRET=1 side crashed ({done.returncode}):\n{done.stderr[-4000:]}"
+    return torch.load(out)
+
+
+@pytest.fixture(scope="module")
+def streams():
+    return [None, torch.Stream(device="simdev:0"), torch.Stream(device="simdev:1")]
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    a, b = a.contiguous(), b.contiguous()
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+
+
+NAMES = sorted(table.CASES)
+
+
+def _run_on_simdev(case, index, streams):
+    stream = streams[index % len(streams)]
+    if stream is None:
+        return table.run_case(case, device="simdev:0")
+    torch.accelerator.set_device_index(stream.device.index)
+    try:
+        with stream:
+            return table.run_case(case, device=str(stream.device))
+    finally:
+        torch.accelerator.set_device_index(0)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_simdev_matches_triton_interpret_bit_for_bit(name, reference, streams):
+    case = table.CASES[name]
+    expected = reference[name]
+    assert not isinstance(expected, str), f"TRITON_INTERPRET=1 itself fails this case (fix the table): {expected}"
+    ours = _run_on_simdev(case, NAMES.index(name), streams)
+    if isinstance(ours, dict):  # autotuned: simdev's pick, against the reference run of that config
+        ((config, ours),) = ours.items()
+        expected = expected[config]
+    assert len(ours) == len(expected)
+    for position, (a, b) in enumerate(zip(ours, expected)):
+        if case.atol is None:
+            assert same_bits(a, b), f"{name}: output {position} differs from TRITON_INTERPRET=1:\n{a}\n{b}"
+        else:
+            torch.testing.assert_close(a, b, atol=case.atol, rtol=0)
+
+
+def test_the_table_is_broad():
+    families = {case.family for case in table.CASES.values()}
+    assert {"arith", "compare", "bitwise", "unary", "math", "cast", "reduce", "atomic", "masked", "dot", "shape",
+            "helpers", "control", "grid", "constexpr", "autotune", "scalar", "tuple"} <= families
+    dtypes = set(table.ALL + table.FP8)
+    named = {d for d in dtypes for n in table.CASES if d in n}
+    assert named == dtypes
+    assert len(table.CASES) >= 700
+
+
+# ---------------------------------------------------------------- what TRITON_INTERPRET=1 cannot show
+
+
+@triton.jit
+def _broadcast_mask_atomic(ptr, rows, BM: tl.constexpr, BN: tl.constexpr):
+    # The mask has shape (BM, 1) and is broadcast to the pointers' (BM, BN):
+    # a zero-stride view, which Triton 3.7.1's atomic_rmw read past its end.
+    rm = tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    row_ok = rm[:, None] < rows
+    offsets = tl.where(row_ok, rm[:, None] * BN + rn[None, :], (rm[:, None] + 1) * 1_000_000_007)
+    tl.atomic_add(ptr + offsets, 1.0, mask=row_ok)
+    tl.atomic_max(ptr + offsets, 0.5, mask=row_ok)
+    v = tl.load(ptr + offsets, mask=row_ok, other=0.0)
+    tl.store(ptr + offsets, v * 2, mask=row_ok)
+
+
+def test_masked_lanes_with_wild_addresses_run_like_a_gpu():
+    ptr = torch.zeros(4 * 8, device="simdev")
+    for _ in range(3):
+        _broadcast_mask_atomic[(1,)](ptr, 2, BM=4, BN=8)
+    expected = torch.zeros(4 * 8)
+    for _ in range(3):
+        expected[:16] = (expected[:16] + 1).clamp(min=0.5) * 2
+    assert torch.equal(ptr.cpu(), expected)
+
+
+@triton.jit
+def _bool_scalar(out, flag, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out + offs, tl.where(flag, offs, -offs))
+
+
+def test_bool_scalar_arguments():
+    # TRITON_INTERPRET=1 refuses them (its int conversion makes an int32 array typed int1)
+    out = torch.empty(8, dtype=torch.int32, device="simdev")
+    _bool_scalar[(1,)](out, True, BLOCK=8)
+    assert out.cpu().tolist() == list(range(8))
+    _bool_scalar[(1,)](out, False, BLOCK=8)
+    assert out.cpu().tolist() == [-i for i in range(8)]
+
+
+@triton.jit
+def _libdevice_kernel(x, out, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n
+    v = tl.load(x + offs, mask=mask)
+    tl.store(out + offs, libdevice.tanh(v) + libdevice.log1p(tl.abs(v)) + libdevice.pow(tl.abs(v), 1.5), mask=mask)
+
+
+def test_libdevice_runs_on_simdev_where_triton_interpret_returns_none():
+    x = torch.randn(30, generator=torch.Generator().manual_seed(0))
+    out = torch.empty(30, device="simdev")
+    _libdevice_kernel[(1,)](x.to("simdev"), out, 30, BLOCK=32)
+    torch.testing.assert_close(out.cpu(), torch.tanh(x) + torch.log1p(x.abs()) + x.abs() ** 1.5)
+
+
+def test_fp8_types_the_interpreter_cannot_type_are_refused_clearly():
+    # Triton's interpreter has no fp8e4b8 / fp8e5b16 (dtype.to_ir): simdev says so
+    # when the kernel loads, instead of failing inside the interpreter.
+    kernel = table.specialize(table.unary_template, EXPR="a.to(tl.float32)")
+    out = torch.empty(64, device="simdev")
+    for dtype, name in ((torch.float8_e4m3fnuz, "fp8e4b8"), (torch.float8_e5m2fnuz, "fp8e5b16")):
+        x = torch.zeros(64, dtype=dtype, device="simdev")
+        with pytest.raises(RuntimeError, match=rf"Triton's interpreter, which has no {name} .*takes a \*{name} "
+                                               r"pointer; use fp8e4nv"):
+            kernel[(2,)](x, out, 64, BLOCK=32)
