@@ -44,6 +44,7 @@ from triton.language.extra import libdevice  # noqa: F401 - the libdevice cases'
 from triton.runtime.autotuner import Autotuner
 
 INTERPRET = bool(triton.knobs.runtime.interpret)
+_TRITON = tuple(int(part) for part in triton.__version__.split(".")[:2])
 
 # ---------------------------------------------------------------- dtypes
 
@@ -280,6 +281,27 @@ def control_flow_kernel(x, out, n, steps, threshold, BLOCK: tl.constexpr, UNROLL
     v = tl.load(x + offs, mask=mask)
     acc = tl.zeros((BLOCK,), dtype=tl.float32)
     for i in range(steps):  # a runtime bound
+        acc += v * i
+    for j in tl.static_range(UNROLL):
+        acc += j
+    k = 0
+    while k < 3:
+        acc = acc * 0.5
+        k += 1
+    if threshold > 0:
+        acc = tl.where(acc > threshold, threshold, acc)
+    else:
+        acc = -acc
+    tl.store(out + offs, acc, mask=mask)
+
+
+@triton.jit
+def control_flow_const_kernel(x, out, n, threshold, BLOCK: tl.constexpr, UNROLL: tl.constexpr, STEPS: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    v = tl.load(x + offs, mask=mask)
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for i in range(STEPS):
         acc += v * i
     for j in tl.static_range(UNROLL):
         acc += j
@@ -687,9 +709,16 @@ def _hand_written() -> None:
                   lambda g, name=name: [_values(name, 16, g, "positive"), _empty(name, 1), _empty(name, 16)],
                   [1, 2], grid=(1,), kwargs={"N": 16}, family="helpers"))
     for steps, threshold in ((0, 1.5), (3, 2.0), (5, -1.0)):
-        case(Case(f"control/loops-and-branches/steps{steps}/threshold{threshold}", lambda: control_flow_kernel,
-                  lambda g, s=steps, t=threshold: [_values(f32, N, g), _empty(f32), N_USED, s, t], [1],
-                  kwargs={"BLOCK": 32, "UNROLL": 3}, family="control"))
+        case(Case(f"control/loops-and-branches/STEPS{steps}/threshold{threshold}", lambda: control_flow_const_kernel,
+                  lambda g, t=threshold: [_values(f32, N, g), _empty(f32), N_USED, t], [1],
+                  kwargs={"BLOCK": 32, "UNROLL": 3, "STEPS": steps}, family="control"))
+        # A loop bound from a runtime int: Triton 3.6's interpreter cannot
+        # take one (range() gets a 1-element array: "only 0-dimensional arrays
+        # can be converted to Python scalars"), so these run from Triton 3.7.
+        if _TRITON >= (3, 7):
+            case(Case(f"control/loops-and-branches/steps{steps}/threshold{threshold}", lambda: control_flow_kernel,
+                      lambda g, s=steps, t=threshold: [_values(f32, N, g), _empty(f32), N_USED, s, t], [1],
+                      kwargs={"BLOCK": 32, "UNROLL": 3}, family="control"))
     case(Case("grid/3d", lambda: grid_3d_kernel, lambda g: [_empty("int32", 4 * 3 * 2 * 2)], [0], grid=(3, 2, 2),
               kwargs={"X": 3, "Y": 2}, family="grid"))
     case(Case("grid/2d-matmul-loop", lambda: matmul_loop_kernel,
@@ -702,7 +731,9 @@ def _hand_written() -> None:
               lambda g: [torch.zeros(16, dtype=torch.int32), 10], [0], grid=(1,), kwargs={"BLOCK": 16},
               family="masked"))
     for block, scale, negate, dtype in ((16, 2, False, "float32"), (32, 3, True, "float16"),
-                                        (64, 1, True, "int32"), (32, 0.5, False, "bfloat16")):
+                                        (64, 1, True, "int32"), (32, 0.5, False, "bfloat16"),
+                                        (32, 2, True, "int16"), (16, 3, False, "uint8"), (32, 1, False, "uint64"),
+                                        (32, 4, False, "int8"), (64, 2, False, "uint16"), (32, 1, True, "float64")):
         case(Case(f"constexpr/BLOCK{block}-SCALE{scale}-NEGATE{negate}-{dtype}", lambda: constexpr_variants_kernel,
                   lambda g, d=dtype: [_values(f32, N, g), _empty(d), N_USED], [1], grid=(triton.cdiv(N, block),),
                   kwargs={"BLOCK": block, "SCALE": scale, "NEGATE": negate, "DTYPE": tl_dtype(dtype)},
