@@ -170,3 +170,78 @@ def test_fp8_types_the_interpreter_cannot_type_are_refused_clearly():
         with pytest.raises(RuntimeError, match=rf"Triton's interpreter, which has no {name} .*takes a \*{name} "
                                                r"pointer; use fp8e4nv"):
             kernel[(2,)](x, out, 64, BLOCK=32)
+
+
+def _closure_kernel(scale):
+    @triton.jit
+    def scaled(x, out, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(out + offs, tl.load(x + offs) * SCALE)
+
+    SCALE = tl.constexpr(scale)
+    return scaled
+
+
+def test_kernels_see_the_names_they_closed_over():
+    # The front end reads a kernel's closure (JITCallable.get_capture_scope);
+    # TRITON_INTERPRET=1 runs the rewritten text in the module's globals only
+    # (NameError: name 'SCALE' is not defined). simdev runs what was compiled.
+    x = torch.arange(16, dtype=torch.float32, device="simdev")
+    for scale in (3.0, -2.0):  # one source, two closures: each launch runs its own
+        out = torch.empty(16, device="simdev")
+        _closure_kernel(scale)[(1,)](x, out, BLOCK=16)
+        assert torch.equal(out.cpu(), torch.arange(16, dtype=torch.float32) * scale)
+
+
+@triton.jit
+def _generated_helper(v):
+    return HELPER_BODY  # noqa: F821 - replaced before use, as a code generator does
+
+
+@triton.jit
+def _calls_generated_helper(x, out, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out + offs, HELPER(tl.load(x + offs)))  # noqa: F821 - replaced before use
+
+
+def test_runtime_updated_helpers_run_their_new_source():
+    helper = triton.JITFunction(_generated_helper.fn)
+    helper._unsafe_update_src(helper.src.replace("HELPER_BODY", "v * v + 1"))
+    kernel = triton.JITFunction(_calls_generated_helper.fn)
+    kernel._unsafe_update_src(kernel.src.replace("HELPER(", "GENERATED("))
+    kernel.fn.__globals__["GENERATED"] = helper  # the name the generated text calls
+    try:
+        x = torch.arange(8, dtype=torch.float32, device="simdev")
+        out = torch.empty(8, device="simdev")
+        kernel[(1,)](x, out, BLOCK=8)
+        assert out.cpu().tolist() == [v * v + 1 for v in range(8)]
+    finally:
+        del kernel.fn.__globals__["GENERATED"]
+
+
+@triton.jit
+def _permute_constexpr_tuple(x, out, DIMS: tl.constexpr, M: tl.constexpr, N: tl.constexpr):
+    i = tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :]
+    v = tl.permute(tl.load(x + i), DIMS)
+    tl.store(out + tl.arange(0, N)[:, None] * M + tl.arange(0, M)[None, :], v)
+
+
+@triton.jit
+def _permute_constexpr_dims(x, out, D0: tl.constexpr, D1: tl.constexpr, M: tl.constexpr, N: tl.constexpr):
+    i = tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :]
+    v = tl.permute(tl.load(x + i), D0, D1)
+    tl.store(out + tl.arange(0, N)[:, None] * M + tl.arange(0, M)[None, :], v)
+
+
+def test_what_the_front_end_refuses_fails_as_on_a_gpu():
+    # simdev compiles through Triton's front end, as a GPU target does:
+    # tl.permute with a constexpr *tuple* of dims fails there ("object of type
+    # 'constexpr' has no len()", Triton 3.6 and 3.7.1) on every target, although
+    # TRITON_INTERPRET=1, which has no front end, runs it. The same permutation
+    # with one constexpr per dim compiles and runs.
+    x = torch.arange(32, dtype=torch.float32, device="simdev")
+    out = torch.empty(32, device="simdev")
+    with pytest.raises(triton.compiler.errors.CompilationError, match="has no len"):
+        _permute_constexpr_tuple[(1,)](x, out, (1, 0), 4, 8)
+    _permute_constexpr_dims[(1,)](x, out, 1, 0, 4, 8)
+    assert torch.equal(out.cpu().view(8, 4), torch.arange(32, dtype=torch.float32).view(4, 8).t())

@@ -35,7 +35,12 @@ _SCRATCH_ADDRESS = np.uint64(_SCRATCH.ctypes.data)
 
 
 def _full(array, shape):
-    return np.ascontiguousarray(np.broadcast_to(array, shape))
+    """`array` contiguous and of `shape`: itself where it already is, else a copy
+    (np.broadcast_to's view is read-only and, broadcast, has zero strides)."""
+    array = np.asarray(array)
+    if array.shape == tuple(shape) and array.flags.c_contiguous:
+        return array
+    return np.array(np.broadcast_to(array, shape), order="C")
 
 
 def _handle_like(handle, data):
@@ -52,7 +57,10 @@ def _pointers(ptrs, mask):
 
     shape = np.shape(ptrs.data)
     mask_data = _full(np.asarray(mask if isinstance(mask, np.ndarray) else mask.data, dtype=bool), shape)
-    pointer_data = np.where(mask_data, _full(ptrs.data, shape), _SCRATCH_ADDRESS).astype(np.uint64)
+    if mask_data.all():  # no lane to hide (the common, unmasked case): only the layout matters
+        pointer_data = _full(ptrs.data, shape)
+    else:
+        pointer_data = np.where(mask_data, _full(ptrs.data, shape), _SCRATCH_ADDRESS).astype(np.uint64)
     return _handle_like(ptrs, pointer_data), TensorHandle(mask_data, tl.int1)
 
 
