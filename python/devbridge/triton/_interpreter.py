@@ -372,12 +372,45 @@ def _helper_call(jit_fn, *args, **kwargs):
         scope.restore()
 
 
+_recorded_patches: list | None = None  # [(owner, name, original, patched)], from one _patch_lang
+
+
+def _patch_language():
+    """A scope with triton.language patched as _patch_lang patches it.
+
+    _patch_lang walks every member of triton.language, .core, .math and
+    tensor (inspect.getmembers) to find the builtins: most of a small launch's
+    fixed cost. Its result is the same every time, so it is recorded once
+    (the scope's changes: owner, name, original) with the values it set, and
+    replayed; a replay first checks that every original is still the current
+    value, and records afresh where anything changed them."""
+    global _recorded_patches
+    from triton.runtime import interpreter
+    from triton.runtime.interpreter import _LangPatchScope, _patch_lang
+
+    recorded = _recorded_patches
+    if recorded is not None and all(getattr(owner, name, interpreter._MISSING) is original
+                                    for owner, name, original, _ in recorded):
+        scope = _LangPatchScope()
+        for owner, name, _, patched in recorded:
+            scope.set_attr(owner, name, patched)
+        return scope
+    scope = _patch_lang(_EveryLang())
+    first = {}
+    for owner, name, original in scope._changes:  # in order: the first is the true original
+        first.setdefault((id(owner), name), (owner, name, original))
+    # (an attribute that did not exist before has interpreter._MISSING as its
+    # original: the replay's scope deletes it again at restore, as _patch_lang's does)
+    _recorded_patches = [(owner, name, original, getattr(owner, name)) for owner, name, original in first.values()]
+    return scope
+
+
 def _begin(kernel: _Kernel, payload: bytes, grid: tuple) -> _Launch:
-    from triton.runtime.interpreter import _implicit_cvt, _patch_lang, interpreter_builder
+    from triton.runtime.interpreter import _implicit_cvt, interpreter_builder
     from triton.runtime.jit import JITFunction
 
     fn = kernel.fn
-    scope = _patch_lang(_EveryLang())
+    scope = _patch_language()
     try:
         scope.set_attr(JITFunction, "__call__", _helper_call)
         _interpreter_libdevice.patch(scope)  # libdevice.exp & co., which the interpreter lacks
