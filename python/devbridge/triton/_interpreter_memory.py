@@ -46,7 +46,7 @@ def _full(array, shape):
 def _handle_like(handle, data):
     from triton.runtime.interpreter import TensorHandle
 
-    return TensorHandle(data, handle.dtype)
+    return handle if data is handle.data else TensorHandle(data, handle.dtype)
 
 
 def _pointers(ptrs, mask):
@@ -56,8 +56,12 @@ def _pointers(ptrs, mask):
     from triton.runtime.interpreter import TensorHandle
 
     shape = np.shape(ptrs.data)
-    mask_data = _full(np.asarray(mask if isinstance(mask, np.ndarray) else mask.data, dtype=bool), shape)
-    if mask_data.all():  # no lane to hide (the common, unmasked case): only the layout matters
+    raw = mask if isinstance(mask, np.ndarray) else mask.data
+    if (isinstance(mask, TensorHandle) and raw.dtype == np.bool_ and raw.shape == shape and raw.flags.c_contiguous
+            and ptrs.data.flags.c_contiguous and raw.all()):
+        return ptrs, mask  # nothing masked and the layout already right (the common case): as they are
+    mask_data = _full(np.asarray(raw, dtype=bool), shape)
+    if mask_data.all():  # no lane to hide: only the layout matters
         pointer_data = _full(ptrs.data, shape)
     else:
         pointer_data = np.where(mask_data, _full(ptrs.data, shape), _SCRATCH_ADDRESS).astype(np.uint64)
