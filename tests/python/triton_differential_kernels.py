@@ -40,7 +40,6 @@ from typing import Any, Callable
 import torch
 import triton
 import triton.language as tl
-from triton.language.extra import libdevice  # noqa: F401 - the libdevice cases' kernels name it
 from triton.runtime.autotuner import Autotuner
 
 INTERPRET = bool(triton.knobs.runtime.interpret)

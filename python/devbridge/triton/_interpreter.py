@@ -8,16 +8,25 @@ launcher packing, streams and allocator on a machine without a GPU.
 The "binary" (make_binary) is JSON describing the kernel for the
 interpreter: its source, where its function lives, its signature and the
 constexpr bindings of this specialization; never user data. Loading it
-(register) finds the function again, checks that its source is the one that
-was compiled, and gets it ready; run_program runs one program with the
+(register) finds the function again (for its globals and closure), checks
+that its source is the one that was compiled, and rewrites that source (the
+JITFunction's src, which _unsafe_update_src may have replaced) for the
+interpreter; run_program runs one program with the
 parameters devbridge's launcher packed, as simdev delivers them: pointers are
 simdev device addresses (host memory), used in place, with no copy.
 
-The one module coupled to Triton's interpreter internals. Checked on Triton
-3.6.0 and 3.7.1 (python/triton/runtime/interpreter.py; the same from 3.6 to 3.9):
-  triton.runtime.interpreter: InterpretedFunction(fn).rewrite(), _patch_lang(fn)
-  (a scope with .restore(); of fn it reads only __globals__, for the
-  triton.language and triton.language.core to patch), _implicit_cvt(arg),
+The modules coupled to Triton's interpreter internals are this one and its
+siblings _interpreter_source (the rewrite of the compiled source),
+_interpreter_memory (masked loads, stores and atomics) and
+_interpreter_libdevice. Checked on Triton 3.6.0 and 3.7.1
+(python/triton/runtime/interpreter.py and runtime/jit.py), this module uses:
+  triton.runtime.interpreter: _patch_lang(fn) (a _LangPatchScope with
+  set_attr / restore and its _changes list of (owner, name, original), with
+  _MISSING for an attribute that did not exist; of fn it reads only
+  __globals__, for the triton.language and triton.language.core to patch),
+  _implicit_cvt(arg), TensorHandle(data, dtype), InterpreterOptions (its
+  supported_fp8_dtypes and deprecated_fp8_dot_operand_dtypes, for the front
+  end), InterpreterBuilder().codegen_fns["min_dot_size"],
   interpreter_builder.set_grid_dim(x, y, z) / .set_grid_idx(x, y, z); GridExecutor's convention
   of passing constexpr-annotated parameters raw and converting the others.
   interpreter_builder.options (an InterpreterOptions dataclass) is replaced
@@ -26,7 +35,8 @@ The one module coupled to Triton's interpreter internals. Checked on Triton
   triton.runtime.jit.JITFunction.__call__ is replaced, during a launch only,
   so helper @triton.jit functions a kernel calls run interpreted (what
   InterpretedFunction.__call__ does, but under the launch's patches: a launch
-  patches both language modules once, instead of once per helper call).
+  patches both language modules once, instead of once per helper call), each
+  from its own JITFunction.src like the kernel.
 The interpreter's builder and its patches of triton.language are
 process-wide, so one interpreted launch runs at a time (a lock held from its
 first program to its last; other workers wait for it without the GIL).
