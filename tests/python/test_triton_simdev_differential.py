@@ -107,27 +107,28 @@ def test_the_table_is_broad():
 
 
 @triton.jit
-def _broadcast_mask_atomic(ptr, rows, BM: tl.constexpr, BN: tl.constexpr):
-    # The mask has shape (BM, 1) and is broadcast to the pointers' (BM, BN):
-    # a zero-stride view, which Triton 3.7.1's atomic_rmw read past its end.
-    rm = tl.arange(0, BM)
-    rn = tl.arange(0, BN)
-    row_ok = rm[:, None] < rows
-    offsets = tl.where(row_ok, rm[:, None] * BN + rn[None, :], (rm[:, None] + 1) * 1_000_000_007)
-    tl.atomic_add(ptr + offsets, 1.0, mask=row_ok)
-    tl.atomic_max(ptr + offsets, 0.5, mask=row_ok)
-    v = tl.load(ptr + offsets, mask=row_ok, other=0.0)
-    tl.store(ptr + offsets, v * 2, mask=row_ok)
+def _single_element_broadcasts(ptr, src, active, BLOCK: tl.constexpr):
+    # A value and a mask of one element, broadcast by the atomic to the
+    # pointers' shape: numpy views whose strides are all zero, which Triton's
+    # interpreter (3.6.0, 3.7.1) reads as contiguous buffers, past their end.
+    # The programs from `active` on are masked out, at wild addresses.
+    pid = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    total = tl.sum(tl.load(src + offs), axis=0, keep_dims=True)  # shape (1,)
+    program_ok = tl.full((1,), 1, tl.int1) & (pid < active)  # shape (1,)
+    offsets = tl.where(pid < active, offs, (offs + 1) * 1_000_000_007)
+    tl.atomic_add(ptr + offsets, total, mask=program_ok)
+    tl.atomic_max(ptr + offsets, total * 0, mask=program_ok)
+    v = tl.load(ptr + offsets, mask=program_ok, other=0.0)
+    tl.store(ptr + offsets, v + total, mask=program_ok)
 
 
-def test_masked_lanes_with_wild_addresses_run_like_a_gpu():
-    ptr = torch.zeros(4 * 8, device="simdev")
-    for _ in range(3):
-        _broadcast_mask_atomic[(1,)](ptr, 2, BM=4, BN=8)
-    expected = torch.zeros(4 * 8)
-    for _ in range(3):
-        expected[:16] = (expected[:16] + 1).clamp(min=0.5) * 2
-    assert torch.equal(ptr.cpu(), expected)
+def test_masked_lanes_with_wild_addresses_and_broadcast_operands_run_like_a_gpu():
+    src = torch.arange(16, dtype=torch.float32)
+    ptr = torch.zeros(16, device="simdev")
+    _single_element_broadcasts[(4,)](ptr, src.to("simdev"), 2, BLOCK=16)
+    # each active program: add the total, max with 0, add the total again
+    assert ptr.cpu().tolist() == [4 * src.sum().item()] * 16
 
 
 @triton.jit

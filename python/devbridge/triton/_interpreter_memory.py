@@ -5,10 +5,12 @@ On a GPU a masked-out lane is never dereferenced, whatever its address: a
 kernel may compute out-of-range offsets for the lanes its mask turns off
 (`tl.atomic_add(ptr + offsets, val, mask)`). Triton's interpreter takes the
 pointer, mask and value arrays to C++ (triton._C.libtriton.interpreter:
-load, store, atomic_rmw, atomic_cas), and in Triton 3.6.0 and 3.7.1 atomic_rmw reads
-them as contiguous buffers: a mask the front end broadcast from a smaller
-shape (a numpy view with zero strides) is read past its end, masked-out lanes
-count as active, and the process crashes on their addresses.
+load, store, atomic_rmw, atomic_cas), and in Triton 3.6.0 and 3.7.1
+atomic_rmw reads an operand broadcast from a single element (the
+interpreter's own np.broadcast_to of a shape-(1,) value or mask: a view whose
+strides are all zero) as a contiguous buffer, past its end: lanes get garbage
+values, masked-out lanes count as active, and the process crashes on their
+addresses.
 
 During an interpreted launch devbridge's builder methods hand the interpreter
 pointer, mask and value arrays that are contiguous and of the operation's
