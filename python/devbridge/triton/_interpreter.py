@@ -268,7 +268,7 @@ def register(image: bytes) -> int:
                            "since this binary was compiled; recompile it (clear Triton's cache)")
     # The text Triton compiled (jit_fn.src, which _unsafe_update_src may have
     # replaced), not the Python function's own.
-    kernel = _Kernel(description, jit_fn, _interpreter_source.rewritten(jit_fn, description["source"]))
+    kernel = _Kernel(description, jit_fn, _interpreter_source.rewritten(jit_fn, description["source"], fresh=True))
     kernel.constants = {tuple(json.loads(k)): _decode_constant(v) for k, v in description["constants"].items()}
     annotations = {name: _normalize_ty(ty) for name, ty in jit_fn.fn.__annotations__.items()}
     kernel.constexpr_names = {name for name in description["arg_names"] if annotations.get(name) == "constexpr"}

@@ -53,9 +53,11 @@ def _namespace(python_fn) -> dict:
     return namespace
 
 
-def rewritten(jit_fn, source: str | None = None):
+def rewritten(jit_fn, source: str | None = None, *, fresh: bool = False):
     """The interpreter-ready function of `source` (default: jit_fn.src), with
-    jit_fn's globals and closure."""
+    jit_fn's globals and closure as they are now. Cached on jit_fn by source
+    (a helper is rewritten once, not at every call); `fresh` rewrites anew,
+    for a kernel being loaded (its namespace is a copy, taken when it loads)."""
     from triton.runtime.interpreter import FunctionRewriter
 
     if source is None:
@@ -63,7 +65,7 @@ def rewritten(jit_fn, source: str | None = None):
     key = hashlib.sha256(source.encode()).hexdigest()
     with _lock:
         cache = jit_fn.__dict__.setdefault(_ATTRIBUTE, {})
-        fn = cache.get(key)
+        fn = None if fresh else cache.get(key)
     if fn is not None:
         return fn
     python_fn = jit_fn.fn
