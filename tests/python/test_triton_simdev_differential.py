@@ -162,15 +162,19 @@ def test_libdevice_runs_on_simdev_where_triton_interpret_returns_none():
 
 
 def test_fp8_types_the_interpreter_cannot_type_are_refused_clearly():
-    # Triton's interpreter has no fp8e4b8 / fp8e5b16 (dtype.to_ir): simdev says so
-    # when the kernel loads, instead of failing inside the interpreter.
-    kernel = table.specialize(table.unary_template, EXPR="a.to(tl.float32)")
+    # Triton's interpreter has no fp8e4b8 / fp8e5b16 (dtype.to_ir): simdev's
+    # front end refuses them when the kernel compiles, naming the fp8 types it takes.
     out = torch.empty(64, device="simdev")
     for dtype, name in ((torch.float8_e4m3fnuz, "fp8e4b8"), (torch.float8_e5m2fnuz, "fp8e5b16")):
+        kernel = table.specialize(table.unary_template, EXPR="a.to(tl.float32)")
         x = torch.zeros(64, dtype=dtype, device="simdev")
-        with pytest.raises(RuntimeError, match=rf"Triton's interpreter, which has no {name} .*takes a \*{name} "
-                                               r"pointer; use fp8e4nv"):
+        with pytest.raises(triton.compiler.errors.CompilationError,
+                           match=rf"type {name} not supported in this architecture. The supported fp8 dtypes are "
+                                 r"\('fp8e5', 'fp8e4nv', 'fp8e4b15'\)"):
             kernel[(2,)](x, out, 64, BLOCK=32)
+    kernel = table.specialize(table.unary_template, EXPR="a.to(tl.float8e4b8).to(tl.float32)")
+    with pytest.raises(triton.compiler.errors.CompilationError, match="type fp8e4b8 not supported"):
+        kernel[(2,)](out, out, 64, BLOCK=32)
 
 
 def _closure_kernel(scale):

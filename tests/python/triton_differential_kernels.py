@@ -51,6 +51,7 @@ INTS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"
 FLOATS = ["float16", "bfloat16", "float32", "float64"]
 # fp8e4b8 and fp8e5b16 are not here: Triton's interpreter cannot type them
 # (its dtype.to_ir has no case for them: "fail to convert fp8e4b8 to ir type").
+# fp8e4b15, which torch has no dtype for, is cast to and from inside kernels.
 FP8 = ["float8e4nv", "float8e5"]
 NUMERIC = INTS + FLOATS
 ALL = NUMERIC + ["int1"]
@@ -535,6 +536,8 @@ def _build_table() -> None:
         for wide in ("float16", "float32"):
             _unary_case("cast", "to", f"a.to(tl.{wide})", f8, wide)
             _unary_case("cast", "to", f"a.to(tl.{f8})", wide, f8)
+    for wide in ("float16", "float32"):  # fp8e4b15 has no torch dtype: a round trip inside the kernel
+        _unary_case("cast", "roundtrip-fp8e4b15", "a.to(tl.float8e4b15).to(a.dtype)", wide, wide)
     for src, dst in itertools.product(NUMERIC, NUMERIC):
         if src != dst and BITS[src] == BITS[dst]:
             _unary_case("cast", "bitcast", f"a.to(tl.{dst}, bitcast=True)", src, dst)

@@ -144,12 +144,15 @@ def _reject_unsupported(signature: dict) -> None:
 
 
 def front_end_options() -> dict:
-    """Compile options for the front end that are the interpreter's own
-    (what TRITON_INTERPRET=1 accepts): every fp8 type, none deprecated as a dot operand."""
+    """Compile options for the front end that are the interpreter's own: the
+    fp8 types it computes with (its options list fp8e4b8 and fp8e5b16 too, but
+    it cannot type them: the front end refuses those, naming the ones it takes),
+    none deprecated as a dot operand."""
     from triton.runtime.interpreter import InterpreterOptions
 
     defaults = InterpreterOptions()
-    return {"supported_fp8_dtypes": tuple(defaults.supported_fp8_dtypes),
+    fp8 = tuple(name for name in defaults.supported_fp8_dtypes if name not in _NOT_INTERPRETABLE)
+    return {"supported_fp8_dtypes": fp8,
             "deprecated_fp8_dot_operand_dtypes": tuple(defaults.deprecated_fp8_dot_operand_dtypes)}
 
 
