@@ -357,6 +357,14 @@ def block_pointer_kernel(x, out, M, N, BM: tl.constexpr, BN: tl.constexpr):
 
 
 @triton.jit
+def tensor_descriptor_kernel(x, out, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    src = tl.make_tensor_descriptor(x, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    dst = tl.make_tensor_descriptor(out, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    v = src.load([tl.program_id(0) * BM, 0])  # the last tile reads past M: zero padding
+    dst.store([tl.program_id(0) * BM, 0], v * 2 + 1)
+
+
+@triton.jit
 def masked_atomic_out_of_range_kernel(ptr, n, BLOCK: tl.constexpr):
     # Masked-out lanes hold offsets far outside the tensor (legal on a GPU).
     offs = tl.arange(0, BLOCK)
@@ -728,6 +736,9 @@ def _hand_written() -> None:
               grid=(2, 2), kwargs={"K": 32, "BM": 16, "BN": 16, "BK": 16}, family="grid"))
     case(Case("memory/block-pointer", lambda: block_pointer_kernel,
               lambda g: [_values(f32, 10 * 6, g), _empty(f32, 10 * 6), 10, 6], [1], grid=(3,),
+              kwargs={"BM": 4, "BN": 8}, family="masked"))
+    case(Case("memory/device-tensor-descriptor", lambda: tensor_descriptor_kernel,
+              lambda g: [_values(f32, 10 * 8, g), _empty(f32, 10 * 8), 10, 8], [1], grid=(3,),
               kwargs={"BM": 4, "BN": 8}, family="masked"))
     case(Case("memory/masked-atomics-out-of-range-lanes", lambda: masked_atomic_out_of_range_kernel,
               lambda g: [torch.zeros(16, dtype=torch.int32), 10], [0], grid=(1,), kwargs={"BLOCK": 16},
