@@ -379,7 +379,7 @@ def masked_atomic_out_of_range_kernel(ptr, n, BLOCK: tl.constexpr):
 @triton.jit
 def scalar_args_kernel(out, i32, i64, u64, f32, flag, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
-    r = tl.where(flag, f32, -f32) + i32.to(tl.float32) + (i64 % 1000).to(tl.float32) + (u64 % 7).to(tl.float32)
+    r = tl.where(flag != 0, f32, -f32) + i32.to(tl.float32) + (i64 % 1000).to(tl.float32) + (u64 % 7).to(tl.float32)
     tl.store(out + offs, r + offs)
 
 
