@@ -8,16 +8,25 @@ launcher packing, streams and allocator on a machine without a GPU.
 The "binary" (make_binary) is JSON describing the kernel for the
 interpreter: its source, where its function lives, its signature and the
 constexpr bindings of this specialization; never user data. Loading it
-(register) finds the function again, checks that its source is the one that
-was compiled, and gets it ready; run_program runs one program with the
+(register) finds the function again (for its globals and closure), checks
+that its source is the one that was compiled, and rewrites that source (the
+JITFunction's src, which _unsafe_update_src may have replaced) for the
+interpreter; run_program runs one program with the
 parameters devbridge's launcher packed, as simdev delivers them: pointers are
 simdev device addresses (host memory), used in place, with no copy.
 
-The one module coupled to Triton's interpreter internals. Checked on Triton
-3.6.0 and 3.7.1 (python/triton/runtime/interpreter.py; the same from 3.6 to 3.9):
-  triton.runtime.interpreter: InterpretedFunction(fn).rewrite(), _patch_lang(fn)
-  (a scope with .restore(); of fn it reads only __globals__, for the
-  triton.language and triton.language.core to patch), _implicit_cvt(arg),
+The modules coupled to Triton's interpreter internals are this one and its
+siblings _interpreter_source (the rewrite of the compiled source),
+_interpreter_memory (masked loads, stores and atomics) and
+_interpreter_libdevice. Checked on Triton 3.6.0 and 3.7.1
+(python/triton/runtime/interpreter.py and runtime/jit.py), this module uses:
+  triton.runtime.interpreter: _patch_lang(fn) (a _LangPatchScope with
+  set_attr / restore and its _changes list of (owner, name, original), with
+  _MISSING for an attribute that did not exist; of fn it reads only
+  __globals__, for the triton.language and triton.language.core to patch),
+  _implicit_cvt(arg), TensorHandle(data, dtype), InterpreterOptions (its
+  supported_fp8_dtypes and deprecated_fp8_dot_operand_dtypes, for the front
+  end), InterpreterBuilder().codegen_fns["min_dot_size"],
   interpreter_builder.set_grid_dim(x, y, z) / .set_grid_idx(x, y, z); GridExecutor's convention
   of passing constexpr-annotated parameters raw and converting the others.
   interpreter_builder.options (an InterpreterOptions dataclass) is replaced
@@ -26,7 +35,8 @@ The one module coupled to Triton's interpreter internals. Checked on Triton
   triton.runtime.jit.JITFunction.__call__ is replaced, during a launch only,
   so helper @triton.jit functions a kernel calls run interpreted (what
   InterpretedFunction.__call__ does, but under the launch's patches: a launch
-  patches both language modules once, instead of once per helper call).
+  patches both language modules once, instead of once per helper call), each
+  from its own JITFunction.src like the kernel.
 The interpreter's builder and its patches of triton.language are
 process-wide, so one interpreted launch runs at a time (a lock held from its
 first program to its last; other workers wait for it without the GIL).
@@ -46,9 +56,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
 
-from . import _interpreter_libdevice
+from . import _interpreter_libdevice, _interpreter_memory, _interpreter_source
 
 FORMAT = "devbridge-simdev-interpreter/1"
 
@@ -63,17 +72,14 @@ def _stop_at_exit() -> None:
 
 atexit.register(_stop_at_exit)
 
-_POINTER_DTYPES = {
-    "i1": torch.bool, "i8": torch.int8, "i16": torch.int16, "i32": torch.int32, "i64": torch.int64,
-    "u8": torch.uint8, "u16": torch.uint16, "u32": torch.uint32, "u64": torch.uint64,
-    "fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "fp64": torch.float64,
-    "fp8e4nv": torch.float8_e4m3fn, "fp8e5": torch.float8_e5m2, "fp8e4b8": torch.float8_e4m3fnuz,
-    "fp8e5b16": torch.float8_e5m2fnuz,
-}  # fmt: skip
+# Element types Triton's interpreter cannot type (its dtype.to_ir has no case
+# for them: "fail to convert fp8e4b8 to ir type"; Triton 3.6.0 and 3.7.1).
+_NOT_INTERPRETABLE = {"fp8e4b8": "torch.float8_e4m3fnuz", "fp8e5b16": "torch.float8_e5m2fnuz"}
+
 # How each scalar parameter's bytes (little-endian) decode.
 _SCALAR_FORMATS = {
-    "i1": "<?", "u1": "<?", "i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q", "u8": "<B", "u16": "<H",
-    "u32": "<I", "u64": "<Q", "fp16": "<e", "fp32": "<f", "f32": "<f", "fp64": "<d",
+    "i1": "<?", "u1": "<?", "B": "<?", "i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q", "u8": "<B",
+    "u16": "<H", "u32": "<I", "u64": "<Q", "fp16": "<e", "fp32": "<f", "f32": "<f", "fp64": "<d",
 }  # fmt: skip
 
 
@@ -87,15 +93,20 @@ def _encode_constant(value):
 
     if value is None or isinstance(value, (bool, int, float, str)):
         return {"value": value}
-    if isinstance(value, tl.dtype):
-        return {"dtype": str(value)}
+    if isinstance(value, tl.pointer_type):
+        return {"pointer": _encode_constant(value.element_ty), "const": bool(value.const),
+                "address_space": int(value.address_space)}
+    if isinstance(value, tl.dtype) and type(value) is tl.dtype:
+        return {"dtype": value.name}
     if isinstance(value, JITFunction):
         return {"jit": [value.fn.__module__, value.fn.__qualname__]}
     if isinstance(value, tl.constexpr):
         return _encode_constant(value.value)
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return {"tuple": [_encode_constant(v) for v in value]}
     raise NotImplementedError(f"devbridge: simdev's Triton target cannot bind the constexpr {value!r} "
-                              f"({type(value).__name__}); pass an int, float, bool, str, None, a tl dtype or a "
-                              "@triton.jit function")
+                              f"({type(value).__name__}); pass an int, float, bool, str, None, a tuple of "
+                              "those, a tl dtype or a @triton.jit function")
 
 
 def _decode_constant(entry):
@@ -104,7 +115,13 @@ def _decode_constant(entry):
     if "dtype" in entry:
         import triton.language as tl
 
-        return tl.str_to_ty(entry["dtype"], None) if hasattr(tl, "str_to_ty") else getattr(tl, entry["dtype"])
+        return tl.dtype(entry["dtype"])  # its name (`int16`, `fp8e4nv`): what str(tl.int16) says
+    if "pointer" in entry:
+        import triton.language as tl
+
+        return tl.pointer_type(_decode_constant(entry["pointer"]), entry["address_space"], entry["const"])
+    if "tuple" in entry:
+        return tuple(_decode_constant(e) for e in entry["tuple"])
     module, qualname = entry["jit"]
     return _find_function(module, qualname, None)
 
@@ -124,6 +141,26 @@ def _reject_unsupported(signature: dict) -> None:
 
     for name, ty in signature.items():
         walk(ty, name)
+
+
+def front_end_options() -> dict:
+    """Compile options for the front end that are the interpreter's own: the
+    fp8 types it computes with (its options list fp8e4b8 and fp8e5b16 too, but
+    it cannot type them: the front end refuses those, naming the ones it takes),
+    none deprecated as a dot operand."""
+    from triton.runtime.interpreter import InterpreterOptions
+
+    defaults = InterpreterOptions()
+    fp8 = tuple(name for name in defaults.supported_fp8_dtypes if name not in _NOT_INTERPRETABLE)
+    return {"supported_fp8_dtypes": fp8,
+            "deprecated_fp8_dot_operand_dtypes": tuple(defaults.deprecated_fp8_dot_operand_dtypes)}
+
+
+def front_end_codegen() -> dict:
+    """Code generation choices of the front end that are the interpreter's own."""
+    from triton.runtime.interpreter import InterpreterBuilder
+
+    return {"min_dot_size": InterpreterBuilder().codegen_fns["min_dot_size"]}
 
 
 def make_binary(src, metadata: dict) -> bytes:
@@ -204,9 +241,10 @@ def _find_function(module_name: str, qualname: str, filename: str | None):
 class _Kernel:
     description: dict
     jit_fn: Any  # the JITFunction
-    interpreted: Any  # its InterpretedFunction
+    fn: Any  # the compiled source, rewritten for the interpreter
     constants: dict = field(default_factory=dict)  # path tuple -> value
     constexpr_names: set = field(default_factory=set)
+    pointer_types: dict = field(default_factory=dict)  # signature type string -> tl.pointer_type
 
 
 _kernels: dict[int, _Kernel] = {}
@@ -217,7 +255,7 @@ _registry_lock = threading.Lock()
 def register(image: bytes) -> int:
     """Loads a binary: returns the id the trampoline copy is set up with."""
     global _next_id
-    from triton.runtime.interpreter import InterpretedFunction
+    import triton.language as tl
     from triton.runtime.jit import _normalize_ty
 
     description = json.loads(bytes(image).decode())
@@ -231,10 +269,27 @@ def register(image: bytes) -> int:
     if _source_hash(jit_fn.src) != description["source_sha256"]:
         raise RuntimeError(f"devbridge: the source of {description['module']}.{description['qualname']} changed "
                            "since this binary was compiled; recompile it (clear Triton's cache)")
-    kernel = _Kernel(description, jit_fn, InterpretedFunction(jit_fn.fn))
+    # The text Triton compiled (jit_fn.src, which _unsafe_update_src may have
+    # replaced), not the Python function's own.
+    kernel = _Kernel(description, jit_fn, _interpreter_source.rewritten(jit_fn, description["source"], fresh=True))
     kernel.constants = {tuple(json.loads(k)): _decode_constant(v) for k, v in description["constants"].items()}
     annotations = {name: _normalize_ty(ty) for name, ty in jit_fn.fn.__annotations__.items()}
     kernel.constexpr_names = {name for name in description["arg_names"] if annotations.get(name) == "constexpr"}
+
+    def pointer_types(ty):
+        if isinstance(ty, list):
+            for t in ty:
+                pointer_types(t)
+        elif isinstance(ty, str) and ty.startswith("*"):
+            element = ty.lstrip("*k")
+            if element in _NOT_INTERPRETABLE:
+                raise NotImplementedError(
+                    f"devbridge: simdev's Triton target runs kernels in Triton's interpreter, which has no {element} "
+                    f"({_NOT_INTERPRETABLE[element]}): kernel {description['name']} takes a {ty} pointer; use "
+                    "fp8e4nv (torch.float8_e4m3fn) or fp8e5 (torch.float8_e5m2) on simdev")
+            kernel.pointer_types[ty] = tl.str_to_ty(ty, None)
+
+    pointer_types(description["signature"])
     with _registry_lock:
         kernel_id = _next_id
         _next_id += 1
@@ -244,21 +299,12 @@ def register(image: bytes) -> int:
 
 # ---------------------------------------------------------------- running
 
-class _Pointer:
-    """A simdev device address as the interpreter takes pointers: data_ptr() and dtype."""
-
-    __slots__ = ("address", "dtype")
-
-    def __init__(self, address: int, dtype: torch.dtype):
-        self.address = address
-        self.dtype = dtype
-
-    def data_ptr(self) -> int:
-        return self.address
-
-
 def _decode(kernel: _Kernel, payload: bytes) -> dict:
     """The kernel's arguments by name, from the launcher's packed slots."""
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime.interpreter import TensorHandle
+
     slots = [payload[i:i + 8] for i in range(0, len(payload), 8)]
     position = 0
 
@@ -271,13 +317,21 @@ def _decode(kernel: _Kernel, payload: bytes) -> dict:
         slot = slots[position]
         position += 1
         if ty.startswith("*"):
-            dtype = _POINTER_DTYPES.get(ty[1:])
-            if dtype is None:
-                raise NotImplementedError(f"devbridge: simdev's Triton target has no pointer type {ty}")
-            return _Pointer(struct.unpack("<Q", slot)[0], dtype)
+            # The pointer as the interpreter's own argument conversion makes it
+            # (_implicit_cvt of a tensor), typed as the front end compiled it.
+            pointer_type = kernel.pointer_types[ty]
+            address = np.array([struct.unpack("<Q", slot)[0]], dtype=np.uint64)
+            return tl.tensor(TensorHandle(address, pointer_type), pointer_type)
         if ty == "bf16":
             return struct.unpack("<f", b"\0\0" + slot[:2])[0]
-        fmt = _SCALAR_FORMATS[ty]
+        if ty in ("i1", "u1", "B"):
+            # A bool typed int1 with bool data: the interpreter's own conversion
+            # (_implicit_cvt) makes int32 data for it, which TensorHandle refuses.
+            flag = np.array([slot[0] != 0], dtype=np.bool_)
+            return tl.tensor(TensorHandle(flag, tl.int1), tl.int1)
+        fmt = _SCALAR_FORMATS.get(ty)
+        if fmt is None:
+            raise NotImplementedError(f"devbridge: simdev's Triton target cannot pass a parameter of type {ty}")
         return struct.unpack(fmt, slot[:struct.calcsize(fmt)])[0]
 
     values = {}
@@ -313,35 +367,67 @@ class _EveryLang:
 
 
 def _helper_call(jit_fn, *args, **kwargs):
-    """A @triton.jit helper called from an interpreted kernel."""
-    from triton.runtime.interpreter import InterpretedFunction, _patch_lang
+    """A @triton.jit helper called from an interpreted kernel: its own
+    (possibly runtime-updated) source, like the kernel's."""
+    from triton.runtime.interpreter import _patch_lang
 
-    interpreted = getattr(jit_fn, "_devbridge_interpreted", None)
-    if interpreted is None:
-        interpreted = InterpretedFunction(jit_fn.fn)
-        jit_fn._devbridge_interpreted = interpreted
+    fn = _interpreter_source.rewritten(jit_fn)
     if threading.get_ident() in _current:
         # The launch's scope already patched both language modules: patching
         # again per call (what InterpretedFunction.__call__ does) walks every
         # member of triton.language each time, which made a reduction's
         # combine function cost milliseconds per call.
-        return interpreted.rewrite()(*args, **kwargs)
+        return fn(*args, **kwargs)
     scope = _patch_lang(jit_fn.fn)  # not on a worker inside a launch: patch for this call only
     try:
-        return interpreted.rewrite()(*args, **kwargs)
+        return fn(*args, **kwargs)
     finally:
         scope.restore()
 
 
+_recorded_patches: list | None = None  # [(owner, name, original, patched)], from one _patch_lang
+
+
+def _patch_language():
+    """A scope with triton.language patched as _patch_lang patches it.
+
+    _patch_lang walks every member of triton.language, .core, .math and
+    tensor (inspect.getmembers) to find the builtins: most of a small launch's
+    fixed cost. Its result is the same every time, so it is recorded once
+    (the scope's changes: owner, name, original) with the values it set, and
+    replayed; a replay first checks that every original is still the current
+    value, and records afresh where anything changed them."""
+    global _recorded_patches
+    from triton.runtime import interpreter
+    from triton.runtime.interpreter import _LangPatchScope, _patch_lang
+
+    recorded = _recorded_patches
+    if recorded is not None and all(getattr(owner, name, interpreter._MISSING) is original
+                                    for owner, name, original, _ in recorded):
+        scope = _LangPatchScope()
+        for owner, name, _, patched in recorded:
+            scope.set_attr(owner, name, patched)
+        return scope
+    scope = _patch_lang(_EveryLang())
+    first = {}
+    for owner, name, original in scope._changes:  # in order: the first is the true original
+        first.setdefault((id(owner), name), (owner, name, original))
+    # (an attribute that did not exist before has interpreter._MISSING as its
+    # original: the replay's scope deletes it again at restore, as _patch_lang's does)
+    _recorded_patches = [(owner, name, original, getattr(owner, name)) for owner, name, original in first.values()]
+    return scope
+
+
 def _begin(kernel: _Kernel, payload: bytes, grid: tuple) -> _Launch:
-    from triton.runtime.interpreter import _implicit_cvt, _patch_lang, interpreter_builder
+    from triton.runtime.interpreter import _implicit_cvt, interpreter_builder
     from triton.runtime.jit import JITFunction
 
-    fn = kernel.interpreted.rewrite()
-    scope = _patch_lang(_EveryLang())
+    fn = kernel.fn
+    scope = _patch_language()
     try:
         scope.set_attr(JITFunction, "__call__", _helper_call)
         _interpreter_libdevice.patch(scope)  # libdevice.exp & co., which the interpreter lacks
+        _interpreter_memory.patch(scope)  # masked-out lanes never reach the interpreter's C++ with their addresses
         # device_assert and overflow checks follow the compiled options (kernel[grid](..., debug=True))
         scope.set_attr(interpreter_builder, "options", dataclasses.replace(
             interpreter_builder.options, debug=kernel.description.get("debug", False),

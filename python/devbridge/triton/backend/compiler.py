@@ -60,6 +60,13 @@ class DevbridgeBackend(BaseBackend):
         return f"devbridge-{self.target.backend}-{self.hardware.compiler}-{self.delegate.hash()}"
 
     def parse_options(self, options):
+        if self.interpreted:
+            # The front end checks fp8 types and dot operands against these
+            # options; the code runs in the interpreter, which takes every fp8
+            # type (an sm80 part takes neither fp8e4nv nor fp8e4b8).
+            from devbridge.triton import _interpreter
+
+            options = {**_interpreter.front_end_options(), **dict(options)}
         return self.delegate.parse_options(options)
 
     def add_stages(self, stages, options, *language):
@@ -93,7 +100,14 @@ class DevbridgeBackend(BaseBackend):
         return self.delegate.pack_metadata(metadata)
 
     def get_codegen_implementation(self, options):
-        return self.delegate.get_codegen_implementation(options)
+        codegen = self.delegate.get_codegen_implementation(options)
+        if self.interpreted:
+            # The interpreter multiplies any dot shape (what TRITON_INTERPRET=1
+            # runs); an sm80 part's minimum (K >= 32 for fp8) would refuse them.
+            from devbridge.triton import _interpreter
+
+            codegen = {**codegen, **_interpreter.front_end_codegen()}
+        return codegen
 
     def __getattr__(self, name):
         # Anything else Triton's core asks of a backend (parse_attr,

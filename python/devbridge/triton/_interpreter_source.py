@@ -1,0 +1,87 @@
+"""The Python function simdev's Triton target runs: exactly the source Triton
+compiled, rewritten for Triton's interpreter.
+
+A JITFunction's source can differ from its Python function's: code generators
+and Triton's own test helpers replace it after decoration
+(`JITFunction._unsafe_update_src`), and the front end compiles `jit_fn.src`.
+Rewriting the Python function (what InterpretedFunction does, from
+inspect.getsourcelines) would run the original text instead, so the text is
+taken from the JITFunction and compiled here.
+
+The rewrite is Triton's interpreter's own AST pass (assignments become
+`interpreter_semantic.to_tensor(value, False)`), executed in a namespace that
+is the function's globals plus its closure's variables plus
+`interpreter_semantic`: a kernel defined inside a function sees the names it
+closed over, as the front end does (JITCallable.get_capture_scope).
+
+Coupled to (checked on Triton 3.6.0 and 3.7.1, python/triton/runtime/interpreter.py
+and runtime/jit.py): interpreter.FunctionRewriter.ast_transformer (an
+ast.NodeTransformer instance), interpreter.interpreter_semantic, and
+JITFunction's src / raw_src / starting_line_number / fn.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import threading
+
+_lock = threading.Lock()
+_ATTRIBUTE = "_devbridge_rewritten"  # on the JITFunction: {source sha256: rewritten function}
+
+
+def _first_line(jit_fn) -> int:
+    """The file line of the `def` (decorators come before it), for tracebacks."""
+    start = getattr(jit_fn, "starting_line_number", 1)
+    for index, line in enumerate(getattr(jit_fn, "raw_src", ()) or ()):
+        if line.strip().startswith("def "):
+            return start + index
+    return start
+
+
+def _namespace(python_fn) -> dict:
+    from triton.runtime.interpreter import interpreter_semantic
+
+    namespace = dict(python_fn.__globals__)
+    if python_fn.__closure__:
+        for name, cell in zip(python_fn.__code__.co_freevars, python_fn.__closure__):
+            try:
+                namespace[name] = cell.cell_contents
+            except ValueError:  # a cell not filled yet: the front end could not have read it either
+                pass
+    namespace["interpreter_semantic"] = interpreter_semantic
+    return namespace
+
+
+def rewritten(jit_fn, source: str | None = None, *, fresh: bool = False):
+    """The interpreter-ready function of `source` (default: jit_fn.src), with
+    jit_fn's globals and closure as they are now. Cached on jit_fn by source
+    (a helper is rewritten once, not at every call); `fresh` rewrites anew,
+    for a kernel being loaded (its namespace is a copy, taken when it loads)."""
+    from triton.runtime.interpreter import FunctionRewriter
+
+    if source is None:
+        source = jit_fn.src
+    key = hashlib.sha256(source.encode()).hexdigest()
+    with _lock:
+        cache = jit_fn.__dict__.setdefault(_ATTRIBUTE, {})
+        fn = None if fresh else cache.get(key)
+    if fn is not None:
+        return fn
+    python_fn = jit_fn.fn
+    tree = ast.parse(source)
+    definitions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
+    if len(tree.body) != 1 or len(definitions) != 1:
+        raise ValueError(f"devbridge: the source of the Triton function {python_fn.__qualname__} is not one "
+                         "`def` (what JITFunction._unsafe_update_src must be given)")
+    tree = FunctionRewriter.ast_transformer.visit(tree)
+    ast.fix_missing_locations(tree)
+    ast.increment_lineno(tree, _first_line(jit_fn) - 1)
+    code = compile(tree, filename=python_fn.__code__.co_filename, mode="exec")
+    namespace = _namespace(python_fn)
+    local = {}
+    exec(code, namespace, local)  # noqa: S102 - the kernel's own source, as Triton's interpreter does
+    fn = local[definitions[0].name]
+    with _lock:
+        cache[key] = fn
+    return fn

@@ -1,0 +1,254 @@
+"""simdev's Triton target against TRITON_INTERPRET=1, case by case (issue #22).
+
+Every case of triton_differential_kernels.CASES runs once under
+TRITON_INTERPRET=1 on CPU tensors, the whole table in ONE fresh subprocess,
+and once here on simdev tensors through devbridge (kernel[grid](...) with
+devbridge's driver: the front end, the launcher, simdev's streams, the
+interpreter per program on the stream worker). The outputs must be the same
+bits. Cases rotate over simdev:0's default stream, a second stream on
+simdev:0 and a stream on simdev:1.
+
+The rest of the file: what TRITON_INTERPRET=1 cannot show (masked lanes at
+wild addresses, broadcast masks, bool scalars, libdevice), checked against torch.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+import torch
+
+triton = pytest.importorskip("triton", reason="Triton is not installed: pip install triton==3.7.1")
+import triton.language as tl  # noqa: E402
+from triton.language.extra import libdevice  # noqa: E402
+
+import devbridge  # noqa: E402
+import devbridge.triton  # noqa: E402
+
+import triton_differential_kernels as table  # noqa: E402
+from launch_support import skip_without_simdev  # noqa: E402
+
+# numpy warns where a kernel divides or takes a log in lanes its mask turns off
+# (loaded as 0): on both sides alike, and harmless, as on a GPU.
+pytestmark = [skip_without_simdev, pytest.mark.filterwarnings("ignore::RuntimeWarning")]
+
+
+@pytest.fixture(autouse=True)
+def devbridge_driver():
+    with devbridge.triton.activate():
+        yield
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    out = tmp_path_factory.mktemp("triton-interpret-differential") / "reference.pt"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    done = subprocess.run([sys.executable, "-W", "ignore", str(pathlib.Path(table.__file__)), str(out)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"the TRITON_INTERPRET=1 side crashed ({done.returncode}):\n{done.stderr[-4000:]}"
+    return torch.load(out)
+
+
+@pytest.fixture(scope="module")
+def streams():
+    return [None, torch.Stream(device="simdev:0"), torch.Stream(device="simdev:1")]
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    a, b = a.contiguous(), b.contiguous()
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+
+
+NAMES = sorted(table.CASES)
+
+
+def _run_on_simdev(case, index, streams):
+    stream = streams[index % len(streams)]
+    if stream is None:
+        return table.run_case(case, device="simdev:0")
+    torch.accelerator.set_device_index(stream.device.index)
+    try:
+        with stream:
+            return table.run_case(case, device=str(stream.device))
+    finally:
+        torch.accelerator.set_device_index(0)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_simdev_matches_triton_interpret_bit_for_bit(name, reference, streams):
+    case = table.CASES[name]
+    expected = reference[name]
+    assert not isinstance(expected, str), f"TRITON_INTERPRET=1 itself fails this case (fix the table): {expected}"
+    ours = _run_on_simdev(case, NAMES.index(name), streams)
+    if isinstance(ours, dict):  # autotuned: simdev's pick, against the reference run of that config
+        ((config, ours),) = ours.items()
+        expected = expected[config]
+    assert len(ours) == len(expected)
+    for position, (a, b) in enumerate(zip(ours, expected)):
+        if case.atol is None:
+            assert same_bits(a, b), f"{name}: output {position} differs from TRITON_INTERPRET=1:\n{a}\n{b}"
+        else:
+            torch.testing.assert_close(a, b, atol=case.atol, rtol=0)
+
+
+def test_the_table_is_broad():
+    families = {case.family for case in table.CASES.values()}
+    assert {"arith", "compare", "bitwise", "unary", "math", "cast", "reduce", "atomic", "masked", "dot", "shape",
+            "helpers", "control", "grid", "constexpr", "autotune", "scalar", "tuple"} <= families
+    dtypes = set(table.ALL + table.FP8)
+    named = {d for d in dtypes for n in table.CASES if d in n}
+    assert named == dtypes
+    assert len(table.CASES) >= 700
+
+
+# ---------------------------------------------------------------- what TRITON_INTERPRET=1 cannot show
+
+
+@triton.jit
+def _single_element_broadcasts(ptr, src, active, BLOCK: tl.constexpr):
+    # A value and a mask of one element, broadcast by the atomic to the
+    # pointers' shape: numpy views whose strides are all zero, which Triton's
+    # interpreter (3.6.0, 3.7.1) reads as contiguous buffers, past their end.
+    # The programs from `active` on are masked out, at wild addresses.
+    pid = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    total = tl.sum(tl.load(src + offs), axis=0, keep_dims=True)  # shape (1,)
+    program_ok = tl.full((1,), 1, tl.int1) & (pid < active)  # shape (1,)
+    offsets = tl.where(pid < active, offs, (offs + 1) * 1_000_000_007)
+    tl.atomic_add(ptr + offsets, total, mask=program_ok)
+    tl.atomic_max(ptr + offsets, total * 0, mask=program_ok)
+    v = tl.load(ptr + offsets, mask=program_ok, other=0.0)
+    tl.store(ptr + offsets, v + total, mask=program_ok)
+
+
+def test_masked_lanes_with_wild_addresses_and_broadcast_operands_run_like_a_gpu():
+    src = torch.arange(16, dtype=torch.float32)
+    ptr = torch.zeros(16, device="simdev")
+    _single_element_broadcasts[(4,)](ptr, src.to("simdev"), 2, BLOCK=16)
+    # each active program: add the total, max with 0, add the total again
+    assert ptr.cpu().tolist() == [4 * src.sum().item()] * 16
+
+
+@triton.jit
+def _bool_scalar(out, flag, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out + offs, tl.where(flag, offs, -offs))
+
+
+def test_bool_scalar_arguments():
+    # TRITON_INTERPRET=1 refuses them (its int conversion makes an int32 array typed int1)
+    out = torch.empty(8, dtype=torch.int32, device="simdev")
+    _bool_scalar[(1,)](out, True, BLOCK=8)
+    assert out.cpu().tolist() == list(range(8))
+    _bool_scalar[(1,)](out, False, BLOCK=8)
+    assert out.cpu().tolist() == [-i for i in range(8)]
+
+
+@triton.jit
+def _libdevice_kernel(x, out, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n
+    v = tl.load(x + offs, mask=mask)
+    tl.store(out + offs, libdevice.tanh(v) + libdevice.log1p(tl.abs(v)) + libdevice.pow(tl.abs(v), 1.5), mask=mask)
+
+
+def test_libdevice_runs_on_simdev_where_triton_interpret_returns_none():
+    x = torch.randn(30, generator=torch.Generator().manual_seed(0))
+    out = torch.empty(30, device="simdev")
+    _libdevice_kernel[(1,)](x.to("simdev"), out, 30, BLOCK=32)
+    torch.testing.assert_close(out.cpu(), torch.tanh(x) + torch.log1p(x.abs()) + x.abs() ** 1.5)
+
+
+def test_fp8_types_the_interpreter_cannot_type_are_refused_clearly():
+    # Triton's interpreter has no fp8e4b8 / fp8e5b16 (dtype.to_ir): simdev's
+    # front end refuses them when the kernel compiles, naming the fp8 types it takes.
+    out = torch.empty(64, device="simdev")
+    for dtype, name in ((torch.float8_e4m3fnuz, "fp8e4b8"), (torch.float8_e5m2fnuz, "fp8e5b16")):
+        kernel = table.specialize(table.unary_template, EXPR="a.to(tl.float32)")
+        x = torch.zeros(64, dtype=dtype, device="simdev")
+        with pytest.raises(triton.compiler.errors.CompilationError,
+                           match=rf"type {name} not supported in this architecture. The supported fp8 dtypes are "
+                                 r"\('fp8e5', 'fp8e4nv', 'fp8e4b15'\)"):
+            kernel[(2,)](x, out, 64, BLOCK=32)
+    kernel = table.specialize(table.unary_template, EXPR="a.to(tl.float8e4b8).to(tl.float32)")
+    with pytest.raises(triton.compiler.errors.CompilationError, match="type fp8e4b8 not supported"):
+        kernel[(2,)](out, out, 64, BLOCK=32)
+
+
+def _closure_kernel(scale):
+    @triton.jit
+    def scaled(x, out, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(out + offs, tl.load(x + offs) * SCALE)
+
+    SCALE = tl.constexpr(scale)
+    return scaled
+
+
+def test_kernels_see_the_names_they_closed_over():
+    # The front end reads a kernel's closure (JITCallable.get_capture_scope);
+    # TRITON_INTERPRET=1 runs the rewritten text in the module's globals only
+    # (NameError: name 'SCALE' is not defined). simdev runs what was compiled.
+    x = torch.arange(16, dtype=torch.float32, device="simdev")
+    for scale in (3.0, -2.0):  # one source, two closures: each launch runs its own
+        out = torch.empty(16, device="simdev")
+        _closure_kernel(scale)[(1,)](x, out, BLOCK=16)
+        assert torch.equal(out.cpu(), torch.arange(16, dtype=torch.float32) * scale)
+
+
+@triton.jit
+def _generated_helper(v):
+    return HELPER_BODY  # noqa: F821 - replaced before use, as a code generator does
+
+
+@triton.jit
+def _calls_generated_helper(x, out, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out + offs, HELPER(tl.load(x + offs)))  # noqa: F821 - replaced before use
+
+
+def test_runtime_updated_helpers_run_their_new_source():
+    helper = triton.JITFunction(_generated_helper.fn)
+    helper._unsafe_update_src(helper.src.replace("HELPER_BODY", "v * v + 1"))
+    kernel = triton.JITFunction(_calls_generated_helper.fn)
+    kernel._unsafe_update_src(kernel.src.replace("HELPER(", "GENERATED("))
+    kernel.fn.__globals__["GENERATED"] = helper  # the name the generated text calls
+    try:
+        x = torch.arange(8, dtype=torch.float32, device="simdev")
+        out = torch.empty(8, device="simdev")
+        kernel[(1,)](x, out, BLOCK=8)
+        assert out.cpu().tolist() == [v * v + 1 for v in range(8)]
+    finally:
+        del kernel.fn.__globals__["GENERATED"]
+
+
+@triton.jit
+def _permute_constexpr_tuple(x, out, DIMS: tl.constexpr, M: tl.constexpr, N: tl.constexpr):
+    i = tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :]
+    v = tl.permute(tl.load(x + i), DIMS)
+    tl.store(out + tl.arange(0, N)[:, None] * M + tl.arange(0, M)[None, :], v)
+
+
+@triton.jit
+def _permute_constexpr_dims(x, out, D0: tl.constexpr, D1: tl.constexpr, M: tl.constexpr, N: tl.constexpr):
+    i = tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :]
+    v = tl.permute(tl.load(x + i), D0, D1)
+    tl.store(out + tl.arange(0, N)[:, None] * M + tl.arange(0, M)[None, :], v)
+
+
+def test_what_the_front_end_refuses_fails_as_on_a_gpu():
+    # simdev compiles through Triton's front end, as a GPU target does:
+    # tl.permute with a constexpr *tuple* of dims fails there ("object of type
+    # 'constexpr' has no len()", Triton 3.6 and 3.7.1) on every target, although
+    # TRITON_INTERPRET=1, which has no front end, runs it. The same permutation
+    # with one constexpr per dim compiles and runs.
+    x = torch.arange(32, dtype=torch.float32, device="simdev")
+    out = torch.empty(32, device="simdev")
+    with pytest.raises(triton.compiler.errors.CompilationError, match="has no len"):
+        _permute_constexpr_tuple[(1,)](x, out, (1, 0), 4, 8)
+    _permute_constexpr_dims[(1,)](x, out, 1, 0, 4, 8)
+    assert torch.equal(out.cpu().view(8, 4), torch.arange(32, dtype=torch.float32).view(4, 8).t())
