@@ -19,7 +19,7 @@ import re
 import sys
 from typing import Any, Iterable, Mapping, NamedTuple
 
-from . import _C
+from . import _C, _kernel_runtimes
 from ._runtime import _device
 
 Launcher = _C.Launcher
@@ -54,38 +54,11 @@ def kernel_runtime(name: str, *, library: str | None = None):
     (shared libraries of host-function kernels) or "simdev-interpreter"
     (simdev's Triton target: kernels run by Triton's interpreter); for both
     simdev ones `library` is the simdev runtime library,
-    torch_simdev.runtime_library_path().
+    torch_simdev.runtime_library_path(). The names and the specs a plugin
+    declares ("simdev:<library path>", ...) are resolved in one place,
+    devbridge._kernel_runtimes.
     """
-    if name == "cuda":
-        if library is not None:
-            raise ValueError("devbridge: the cuda kernel runtime takes no library (it opens libcuda.so.1)")
-        return _C.cuda_kernel_runtime()
-    if name == "ascend":
-        if library is not None:
-            raise ValueError("devbridge: the ascend kernel runtime takes no library (it opens CANN's libascendcl.so; "
-                             "DEVBRIDGE_ASCENDCL_LIBRARY names another path)")
-        return _C.ascend_kernel_runtime()
-    if name in ("simdev", "simdev-interpreter"):
-        if not library:
-            raise ValueError(f"devbridge: the {name} kernel runtime needs library=<path of "
-                             "libsimdev_runtime.so> (torch_simdev.runtime_library_path())")
-        if name == "simdev":
-            return _C.simdev_kernel_runtime(library)
-        return _C.simdev_interpreter_kernel_runtime(library, _simdev_interpreter_trampoline())
-    raise ValueError(f"devbridge: unknown kernel runtime {name!r}; devbridge has 'cuda', 'ascend', 'simdev' and "
-                     "'simdev-interpreter', "
-                     "and a plugin may pass its own table as a 'devbridge_kernel_runtime' capsule")
-
-
-def _simdev_interpreter_trampoline() -> str:
-    import glob
-    import os
-
-    found = glob.glob(os.path.join(os.path.dirname(os.path.abspath(_C.__file__)), "_simdev_interpreter*.so"))
-    if not found:
-        raise RuntimeError("devbridge: the simdev interpreter trampoline (_simdev_interpreter.so) is missing from "
-                           "the devbridge package; reinstall devbridge")
-    return found[0]
+    return _kernel_runtimes.open_runtime(name, library)
 
 
 def load_binary(image: bytes, kernel_name: str, *, device=None, runtime, shared: int = 0) -> LoadedBinary:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+from .. import _kernel_runtimes
 from .native_stream import require_native_stream
 from .plugin import Backend
 from .registry import check
@@ -71,5 +72,5 @@ def _triton_kernel(backend: Backend, result: CheckResult) -> None:
             "(the driver launches there), and the declared kernel runtime must launch on it")
     result.costs_ns["kernel[grid](...)"] = cost.ns
     order = "after the fill on the same stream (delay on)" if set_delay else "ordered (no delay knob)"
-    runtime = hardware.kernel_runtime.split(":")[0] if isinstance(hardware.kernel_runtime, str) else "plugin's"
+    runtime = _kernel_runtimes.runtime_kind(hardware.kernel_runtime) or "plugin's"
     result.detail = f"{hardware.compiler} compiler, {runtime} kernel runtime; ran {order}; {cost.describe()}"

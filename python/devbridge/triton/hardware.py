@@ -29,6 +29,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from .. import _kernel_runtimes  # cheap: opens no runtime, imports nothing of Triton
+
 # Compiler names -> (module, class name, the target backend name it compiles for).
 KNOWN_COMPILERS = {
     "nvidia": ("triton.backends.nvidia.compiler", "CUDABackend", "cuda"),
@@ -41,7 +43,7 @@ INTERPRETER = "interpreter"
 class Hardware:
     device: str          # the plugin's device type name ("cudadev")
     compiler: str        # a KNOWN_COMPILERS key, INTERPRETER, or "module:Class"
-    kernel_runtime: Any  # "cuda", "simdev:<path>", or a devbridge_kernel_runtime capsule
+    kernel_runtime: Any  # a spec: "cuda", "simdev:<path>", ... or a capsule (devbridge._kernel_runtimes)
 
     def compiler_class(self):
         """(module path, class name, backend name the class compiles for)."""
@@ -68,10 +70,9 @@ def declare_hardware(device: str, *, compiler: str, kernel_runtime) -> Hardware:
                          f"got {device!r}")
     if compiler != INTERPRETER:
         Hardware(device, compiler, kernel_runtime).compiler_class()  # validates the name
-    if not (isinstance(kernel_runtime, str) or type(kernel_runtime).__name__ == "PyCapsule"):
-        raise TypeError("devbridge: kernel_runtime must be 'cuda', 'simdev:<library path>', "
-                        "'simdev-interpreter:<library path>' or a "
-                        f"'devbridge_kernel_runtime' capsule, got {type(kernel_runtime).__name__}")
+    # Only the type: the spec is resolved (and its runtime opened) by the
+    # driver, when a kernel is first loaded.
+    _kernel_runtimes.check_type(kernel_runtime)
     hardware = Hardware(device, compiler, kernel_runtime)
     with _lock:
         _declared[device] = hardware

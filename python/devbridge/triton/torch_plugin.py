@@ -164,13 +164,12 @@ def version_hash() -> list[str]:
     kernel runtime of the plugin's declared hardware."""
     import triton
 
+    from .. import _kernel_runtimes
     from .hardware import declared
 
     name = device_name()
     hardware = declared(name)
-    runtime = "undeclared" if hardware is None else (
-        hardware.kernel_runtime if isinstance(hardware.kernel_runtime, str)
-        else _C.kernel_runtime_name(hardware.kernel_runtime))
+    runtime = "undeclared" if hardware is None else _kernel_runtimes.runtime_name(hardware.kernel_runtime)
     plugin_version = _plugin_version(name)
     return [f"torch {torch.__version__} {torch.version.git_version}", f"devbridge {_devbridge_version}",
             f"plugin {name} {plugin_version}", f"triton {triton.__version__}",

@@ -237,21 +237,9 @@ class DevbridgeDriver(DriverBase):
         key = hardware.kernel_runtime if isinstance(hardware.kernel_runtime, str) else id(hardware.kernel_runtime)
         runtime = self._runtimes.get(key)
         if runtime is None:
-            from devbridge import launch
+            from devbridge import _kernel_runtimes
 
-            spec = hardware.kernel_runtime
-            if not isinstance(spec, str):
-                runtime = spec
-            elif spec == "cuda":
-                runtime = launch.kernel_runtime("cuda")
-            elif spec.startswith("simdev:"):
-                runtime = launch.kernel_runtime("simdev", library=spec[len("simdev:"):])
-            elif spec.startswith("simdev-interpreter:"):
-                runtime = launch.kernel_runtime("simdev-interpreter", library=spec[len("simdev-interpreter:"):])
-            else:
-                raise ValueError(f"devbridge: unknown kernel runtime {spec!r} declared for '{hardware.device}'; "
-                                 "use 'cuda', 'simdev:<library path>', 'simdev-interpreter:<library path>' or a "
-                                 "devbridge_kernel_runtime capsule")
+            runtime = _kernel_runtimes.resolve(hardware.kernel_runtime, f" declared for '{hardware.device}'")
             self._runtimes[key] = runtime
         return runtime
 
