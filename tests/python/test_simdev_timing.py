@@ -133,22 +133,30 @@ def test_enqueue_does_not_wait_for_the_kernel_the_worker_is_running(stream, prog
 def test_helper_calls_inside_a_launch_do_not_repatch_triton_language(stream, monkeypatch):
     import triton.runtime.interpreter as interpreter
 
-    patches = []
-    patch_lang = interpreter._patch_lang
+    from devbridge.triton import _interpreter
 
-    def counted(fn):
-        patches.append(threading.get_ident())
+    launches, helper_patches = [], []
+    patch_language, patch_lang = _interpreter._patch_language, interpreter._patch_lang
+
+    def counted_launch():
+        launches.append(threading.get_ident())
+        return patch_language()
+
+    def counted_helper(fn):
+        helper_patches.append(fn)
         return patch_lang(fn)
 
     x, out = _tensors(3)
-    _helpers[(3,)](x, out, BLOCK=BLOCK)  # compiled and loaded before counting
+    _helpers[(3,)](x, out, BLOCK=BLOCK)  # compiled, loaded and the patches recorded before counting
     stream.synchronize()
-    monkeypatch.setattr(interpreter, "_patch_lang", counted)
+    monkeypatch.setattr(_interpreter, "_patch_language", counted_launch)
+    monkeypatch.setattr(interpreter, "_patch_lang", counted_helper)
     _helpers[(3,)](x, out, BLOCK=BLOCK)
     stream.synchronize()
     # Once for the launch, not once more per helper call (12 here): the
-    # launch's patches cover both language modules.
-    assert len(patches) == 1
+    # launch's patches cover both language modules, replayed as recorded.
+    assert len(launches) == 1
+    assert helper_patches == []
     torch.testing.assert_close(out.cpu(), x.cpu() * 16.0)
 
 
