@@ -135,6 +135,11 @@ def _start(document: str, kind: str, directory: Path) -> subprocess.Popen:
     env.pop("TORCH_DEVICE_BACKEND_AUTOLOAD", None)
     if kind == "gpu":
         env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"  # simdev may be installed too: one PrivateUse1 plugin per process
+    else:
+        # The simdev blocks read as on a machine whose only accelerator is
+        # simdev (the README's tour): on a CUDA machine Triton's nvidia driver
+        # would be active and the blocks would need activate().
+        env["CUDA_VISIBLE_DEVICES"] = ""
     # Caches of their own: a document's compiles neither reuse nor leave another run's kernels.
     env["TORCHINDUCTOR_CACHE_DIR"] = str(directory / "inductor")
     env["TRITON_CACHE_DIR"] = str(directory / "triton")

@@ -48,12 +48,17 @@ def error_of(call):
 
 def run_script(tmp_path, body: str, *, pythonpath: list[str] = (), **env: str) -> str:
     """Runs KERNEL + body as a file (Triton reads a kernel's source from its
-    file) in a fresh interpreter; returns its stdout."""
+    file) in a fresh interpreter; returns its stdout. The scenarios are a
+    newcomer's machine whose only accelerator is the plugin: CUDA GPUs are
+    hidden (on a CUDA machine Triton's own nvidia driver is active, and
+    devbridge's is then selected with activate(), as the last scenario shows
+    with a backend of its own)."""
     script = tmp_path / "first_hour.py"
     script.write_text(KERNEL + textwrap.dedent(body))
     paths = [*pythonpath, os.environ.get("PYTHONPATH", "")]
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p), **env})
+                          env={**os.environ, "CUDA_VISIBLE_DEVICES": "",
+                               "PYTHONPATH": os.pathsep.join(p for p in paths if p), **env})
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 

@@ -23,8 +23,9 @@ def tensors(device, seed, shapes=SHAPES):
 
 
 def kernels_launched(fn):
-    """Names of the GPU kernels fn launched (torch.profiler's CUDA activity),
-    memory operations left out."""
+    """Names of the GPU kernels fn launched, one entry per launch
+    (torch.profiler's CUDA activity, as bench/compile.py reads it), memory
+    operations left out. Never empty: every operation here launches."""
     fn()  # the first call loads the kernels
     torch.accelerator.synchronize()
     torch.cuda.synchronize()
@@ -32,9 +33,12 @@ def kernels_launched(fn):
         fn()
         torch.accelerator.synchronize()
         torch.cuda.synchronize()
-    return sorted(e.name for e in prof.events()
-                  if e.device_type == torch.autograd.DeviceType.CUDA and not e.name.startswith("Memset")
-                  and not e.name.startswith("Memcpy"))
+    names = sorted(name for event in prof.key_averages()
+                   if getattr(event, "self_device_time_total", 0.0) > 0
+                   and not event.key.startswith(("Memset", "Memcpy"))
+                   for name in [event.key] * event.count)
+    assert names, "the profiler saw no kernel: the comparison below would be empty"
+    return names
 
 
 OPERATIONS = {
