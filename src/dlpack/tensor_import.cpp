@@ -81,6 +81,11 @@ void CheckLayout(const DLTensor& dl) {
 // overflow. at::for_blob computes the same number in a noexcept function, so
 // an overflowing shape would terminate the process there: reject it first.
 void CheckAddressable(const DLTensor& dl, uint64_t storage_offset, uint64_t item_size) {
+  if (storage_offset > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    throw Error(ErrorKind::kValue,
+                "devbridge: DLPack byte_offset " + std::to_string(dl.byte_offset) +
+                    " is beyond 2^63 elements; the producer sent a corrupt byte_offset");
+  }
   uint64_t last = 0;  // largest element offset, in elements
   bool empty = false;
   bool overflow = false;
@@ -94,7 +99,10 @@ void CheckAddressable(const DLTensor& dl, uint64_t storage_offset, uint64_t item
     overflow |= __builtin_add_overflow(last, span, &last);
   }
   uint64_t bytes = 0;
-  overflow |= __builtin_add_overflow(last, storage_offset + 1, &last);
+  // Each step checked on its own: storage_offset + 1 itself wraps for a
+  // byte_offset near 2^64 (found by tests/fuzz).
+  overflow |= __builtin_add_overflow(last, storage_offset, &last);
+  overflow |= __builtin_add_overflow(last, uint64_t{1}, &last);
   overflow |= __builtin_mul_overflow(last, item_size, &bytes);
   if (!empty && (overflow || bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))) {
     throw Error(ErrorKind::kValue,

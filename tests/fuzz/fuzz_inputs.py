@@ -228,6 +228,11 @@ NAMED_SEEDS: dict[str, Candidate] = {
     "extent_int64_min": Candidate(shape=(INT64_MIN,)),
     "byte_offset_not_element_multiple": Candidate(byte_offset=3),
     "byte_offset_huge": Candidate(byte_offset=1 << 63),
+    # Found by the fuzzer: storage_offset + 1 wrapped to 0, so the span check passed and torch's own
+    # (noexcept) storage size check terminated the process.
+    "byte_offset_max_wraps_offset_plus_one": Candidate(dtype=(6, 8, 1), shape=(2,), strides=(INT64_MAX,),
+                                                       byte_offset=(1 << 64) - 1),
+    "byte_offset_max_empty": Candidate(ndim=2, shape=(0, 4), strides=(4, 1), byte_offset=(1 << 64) - 4),
     "unknown_device_type_99": Candidate(device_type=99),
     "negative_device_type": Candidate(device_type=-1),
     "opencl_device_type": Candidate(device_type=4),
