@@ -31,38 +31,18 @@ TARGET_RATIO = 1.5
 FIRST = ": first launch"  # the key suffix of a kernel's first launch in the process
 
 
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests" / "python"))
+
+
 def _kernels():
+    # Imported here, not at the top: TRITON_INTERPRET=1 is read when @triton.jit
+    # decorates, so each side decorates the kernels in its own process. Vector
+    # add, softmax and matmul are the simdev Triton tests' own kernels.
     import triton
     import triton.language as tl
-
-    @triton.jit
-    def add_kernel(x, y, out, n, BLOCK: tl.constexpr):
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        mask = offs < n
-        tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
-
-    @triton.jit
-    def softmax_kernel(x, out, n_cols, stride, BLOCK: tl.constexpr):
-        row = tl.program_id(0)
-        cols = tl.arange(0, BLOCK)
-        mask = cols < n_cols
-        values = tl.load(x + row * stride + cols, mask=mask, other=-float("inf"))
-        values = values - tl.max(values, axis=0)
-        e = tl.exp(values)
-        tl.store(out + row * stride + cols, e / tl.sum(e, axis=0), mask=mask)
-
-    @triton.jit
-    def matmul_kernel(a, b, c, M, N, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-        pm, pn = tl.program_id(0), tl.program_id(1)
-        rm = pm * BM + tl.arange(0, BM)
-        rn = pn * BN + tl.arange(0, BN)
-        rk = tl.arange(0, BK)
-        acc = tl.zeros((BM, BN), dtype=tl.float32)
-        for k in range(0, K, BK):
-            x = tl.load(a + rm[:, None] * K + (k + rk)[None, :])
-            y = tl.load(b + (k + rk)[:, None] * N + rn[None, :])
-            acc += tl.dot(x, y)
-        tl.store(c + rm[:, None] * N + rn[None, :], acc)
+    from triton_test_kernels import add_kernel, matmul_kernel, softmax_kernel
 
     @triton.jit
     def cumsum_kernel(x, out, n, BLOCK: tl.constexpr):
@@ -116,14 +96,6 @@ def measure(device: str, repeat: int) -> dict:
     return results
 
 
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=pathlib.Path(__file__).parent, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=20, help="timed launches per kernel and round")
@@ -156,7 +128,9 @@ def main() -> int:
                 if name.endswith(FIRST) and round_index > 0:
                     continue  # compiled and loaded in round 1: no longer a first launch here
                 ours[name] = min(seconds, ours.get(name, seconds))
-    commit = _commit()
+    from machine_info import git_commit
+
+    commit = git_commit()
     rows = []
     print(f"{'kernel':60} {'TRITON_INTERPRET=1':>19} {'simdev':>10} {'ratio':>7}  (target <= {TARGET_RATIO}x)")
     for name, seconds in ours.items():

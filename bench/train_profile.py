@@ -19,12 +19,9 @@ backend), on the same model, seed and inputs. Per device:
 from __future__ import annotations
 
 import argparse
-import cProfile
-import io
 import json
 import os
 import pathlib
-import pstats
 import statistics
 import subprocess
 import sys
@@ -37,6 +34,7 @@ import compile as bench  # noqa: E402  (sets the cache directories first)
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+from compile_profile import python_profile  # noqa: E402
 from machine_info import git_commit  # noqa: E402
 
 PHASES = ("zero_grad", "forward + loss", "backward", "optimizer.step")
@@ -84,15 +82,12 @@ def phase_times(model_name: str, device: str, iterations: int) -> tuple[dict, st
     times["GPU kernel time per step (profiler)"] = {"host_us": None, "with_gpu_us": gpu_us}
     table = events.table(sort_by="self_cpu_time_total", row_limit=40, max_name_column_width=60)
 
-    profiler = cProfile.Profile()
-    profiler.enable()
-    for _ in range(iterations):
-        step()
-    sync()
-    profiler.disable()
-    text = io.StringIO()
-    pstats.Stats(profiler, stream=text).strip_dirs().sort_stats("tottime").print_stats(35)
-    return times, table, text.getvalue()
+    def steps():
+        for _ in range(iterations):
+            step()
+        sync()
+
+    return times, table, python_profile(steps, "tottime", 35)
 
 
 def main() -> int:
