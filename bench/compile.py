@@ -280,9 +280,14 @@ def train_steps(model_name: str, pairs: int, iterations: int, repeats: int) -> d
     return results
 
 
-def run(iterations: int, repeats: int, pairs: int, train_pairs: int, save) -> tuple[list[dict], dict]:
-    """The measurements; save(rows, meta) is called after each model, so a
-    run cut short still leaves what it measured."""
+PARTS = ("compile", "steady", "train")
+
+
+def run(iterations: int, repeats: int, pairs: int, train_pairs: int, save,
+        parts: tuple[str, ...] = PARTS) -> tuple[list[dict], dict]:
+    """The measurements of `parts` (compile times, steady-state forward rows,
+    train steps); save(rows, meta) is called after each model, so a run cut
+    short still leaves what it measured."""
     import devbridge
     import triton
 
@@ -290,6 +295,25 @@ def run(iterations: int, repeats: int, pairs: int, train_pairs: int, save) -> tu
     torch.backends.cudnn.allow_tf32 = True
     load_plugin()
     rows = []
+    kernels = {}
+    meta = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "cpu": cpu_model(), "logical_cpus": os.cpu_count(), "gpu": torch.cuda.get_device_name(0),
+        "torch": torch.__version__, "python": platform.python_version(), "devbridge": devbridge.__version__,
+        "commit": git_commit(), "iterations": iterations, "pairs": pairs, "train_pairs": train_pairs,
+        "kernels": kernels, "triton": triton.__version__, "parts": list(parts),
+    }  # fmt: skip
+    if "compile" in parts:
+        compile_rows(rows)
+        save(rows, meta)
+    if "steady" in parts:
+        steady_rows(rows, kernels, iterations, pairs, save, meta)
+    if "train" in parts:
+        train_rows(rows, iterations, repeats, train_pairs, save, meta)
+    return rows, meta
+
+
+def compile_rows(rows: list[dict]) -> None:
     # Compile times first, on empty caches (the steady-state runs fill them).
     for device in ("cuda", "cudadev"):
         # a cache of its own per device: each cold compile starts empty
@@ -300,21 +324,15 @@ def run(iterations: int, repeats: int, pairs: int, train_pairs: int, save) -> tu
                         device=device))
         rows.append(row(f"compile, GPT block forward, warm caches: {device}", warm, "ms", group="compile",
                         device=device))
-    kernels = {}
-    meta = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "cpu": cpu_model(), "logical_cpus": os.cpu_count(), "gpu": torch.cuda.get_device_name(0),
-        "torch": torch.__version__, "python": platform.python_version(), "devbridge": devbridge.__version__,
-        "commit": git_commit(), "iterations": iterations, "pairs": pairs, "train_pairs": train_pairs,
-        "kernels": kernels, "triton": triton.__version__,
-    }  # fmt: skip
     for kind in ("cold", "warm"):
         value = {r["device"]: r["value"] for r in rows if r["group"] == "compile" and f"{kind} caches" in r["name"]}
         ratio = value["cudadev"] / value["cuda"]
         extra = {"target": "<= 1.2", "target_met": ratio <= 1.2} if kind == "warm" else {}
         rows.append(row(f"compile, GPT block forward, {kind}: ratio cudadev/cuda", ratio, "ratio", group="compile",
                         **extra))
-    save(rows, meta)
+
+
+def steady_rows(rows: list[dict], kernels: dict, iterations: int, pairs: int, save, meta: dict) -> None:
     for model in models():
         name, launch_bound = model.name, model.launch_bound
         torch._dynamo.reset()
@@ -348,6 +366,9 @@ def run(iterations: int, repeats: int, pairs: int, train_pairs: int, save) -> tu
                             target_met=summary["median"] <= TARGET, group="steady state", launch_bound=False,
                             spread=summary))
         save(rows, meta)
+
+
+def train_rows(rows: list[dict], iterations: int, repeats: int, train_pairs: int, save, meta: dict) -> None:
     for model_name, label in (("block", "GPT block 768/12 heads, 8x512 tokens"),
                               ("conv", "ResNet basic block 64 channels, 32x56x56")):
         results = train_steps(model_name, train_pairs, iterations, repeats)
@@ -362,7 +383,6 @@ def run(iterations: int, repeats: int, pairs: int, train_pairs: int, save) -> tu
                         target_met=summary["median"] <= target, group="train step", spread=summary,
                         loss_cuda=results["cuda"][-1]["loss"], loss_cudadev=results["cudadev"][-1]["loss"]))
         save(rows, meta)
-    return rows, meta
 
 
 def kernel_table(meta: dict) -> str:
@@ -428,14 +448,22 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3, help="samples in each train-step process")
     parser.add_argument("--pairs", type=int, default=5, help="alternating cuda/cudadev samples (at least 5)")
     parser.add_argument("--train-pairs", type=int, default=5, help="alternating cuda/cudadev train-step processes (at least 5)")
+    parser.add_argument("--parts", default=",".join(PARTS),
+                        help=f"comma list of {', '.join(PARTS)} (default: all); a partial run saves to "
+                             "compile_<machine>_<parts>.*")
     parser.add_argument("--child-train", choices=("block", "conv"), help=argparse.SUPPRESS)
     parser.add_argument("--child-device", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_train:
         print(json.dumps(train_step_child(args.child_train, args.child_device, args.iterations, args.repeats)))
         return 0
+    parts = tuple(part for part in args.parts.split(",") if part)
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown or not parts:
+        parser.error(f"--parts takes a comma list of {', '.join(PARTS)}; got {args.parts!r}")
     args.results_dir.mkdir(parents=True, exist_ok=True)
-    stem = args.results_dir / f"compile_{args.machine}"
+    suffix = "" if set(parts) == set(PARTS) else "_" + "_".join(p for p in PARTS if p in parts)
+    stem = args.results_dir / f"compile_{args.machine}{suffix}"
 
     def save(rows, meta):
         stem.with_suffix(".json").write_text(json.dumps({**meta, "machine": args.machine, "rows": rows}, indent=1))
@@ -443,7 +471,7 @@ def main() -> int:
         plot(rows, meta, stem.with_suffix(".png"))
         print(f"saved {len(rows)} rows", flush=True)
 
-    rows, meta = run(args.iterations, args.repeats, args.pairs, args.train_pairs, save)
+    rows, meta = run(args.iterations, args.repeats, args.pairs, args.train_pairs, save, parts)
     print(table(rows, meta))
     problem = plot(rows, meta, stem.with_suffix(".png"))
     if problem:

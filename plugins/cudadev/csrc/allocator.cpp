@@ -3,8 +3,12 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
+#include <map>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -25,13 +29,49 @@ constexpr auto kAll = static_cast<size_t>(c10::CachingAllocator::StatType::AGGRE
 // The context of a DataPtr for memory this allocator obtained itself.
 struct Block {
   void* ptr;
-  size_t nbytes;
+  size_t size;    // bytes obtained from the pool (the request rounded up)
+  size_t nbytes;  // bytes the tensor asked for, for the stats
   c10::DeviceIndex device;
   cudaStream_t allocation_stream;
+  // Whether a freed block may wait in the cache for its stream: only
+  // cudadev's own streams live as long as the process; an external stream's
+  // creator may destroy it while the block waits.
+  bool cacheable;
   // Other streams the memory was used on (record_stream); guarded by the
   // device's mutex.
   std::vector<cudaStream_t> used_on;
 };
+
+// Requests are rounded up so that buffers of nearly the same size (Inductor's
+// per-step temporaries vary by a few elements between kernels) share cached
+// blocks.
+constexpr size_t kRoundBytes = 512;
+// A cached block serves a request up to this fraction larger than it.
+constexpr size_t kMaxWasteDivisor = 4;
+
+size_t rounded_size(size_t nbytes) { return (nbytes + kRoundBytes - 1) / kRoundBytes * kRoundBytes; }
+
+// The caching front (on unless CUDADEV_ALLOCATOR_CACHE=0, read once).
+//
+// Why: every cudaMallocFromPoolAsync / cudaFreeAsync pair costs about 5 us
+// of host time. A compiled training step allocates tens of buffers, which
+// torch.cuda's caching allocator serves from its free lists without a CUDA
+// call; without a cache cudadev paid the CUDA calls on every step.
+//
+// How it stays stream-ordered: a block freed with no use recorded on other
+// streams goes to the free list of its allocation stream, and only an
+// allocation on that same stream takes it back. Work queued on one stream
+// runs in order, so the new user's work starts after the old user's work
+// ended -- the rule torch.cuda's caching allocator relies on. Blocks used on
+// other streams (record_stream) are freed to the pool as before, ordered
+// after all of those streams.
+bool cache_enabled() {
+  static const bool enabled = [] {
+    const char* value = std::getenv("CUDADEV_ALLOCATOR_CACHE");
+    return value == nullptr || std::strcmp(value, "0") != 0;
+  }();
+  return enabled;
+}
 
 // The context of a DataPtr for adopted torch.cuda memory.
 struct AdoptedStorage {
@@ -45,6 +85,8 @@ struct DeviceState {
   c10::CachingDeviceAllocator::DeviceStats stats;
   std::once_flag pool_created;
   cudaMemPool_t pool = nullptr;
+  // Freed blocks waiting for reuse, per allocation stream, by size.
+  std::unordered_map<cudaStream_t, std::multimap<size_t, Block*>> cached;
 };
 
 // Leaked on purpose (see streams.cpp): frees can arrive during shutdown.
@@ -95,30 +137,38 @@ cudaMemPool_t pool_of(c10::DeviceIndex idx) {
   return s.pool;
 }
 
-void add_allocation(c10::DeviceIndex idx, size_t nbytes, bool from_device) {
-  DeviceState& s = state(idx);
-  std::lock_guard<std::mutex> lock(s.mutex);
+// Stats of a tensor's memory coming into use (`size` bytes held for a
+// request of `nbytes`). Caller holds the device's mutex.
+void count_allocation(DeviceState& s, size_t size, size_t nbytes) {
   s.stats.allocation[kAll].increase(1);
   s.stats.active[kAll].increase(1);
-  s.stats.allocated_bytes[kAll].increase(nbytes);
-  s.stats.active_bytes[kAll].increase(nbytes);
+  s.stats.allocated_bytes[kAll].increase(size);
+  s.stats.active_bytes[kAll].increase(size);
   s.stats.requested_bytes[kAll].increase(nbytes);
-  if (from_device) {
-    s.stats.num_device_alloc += 1;
-  }
 }
 
-void remove_allocation(c10::DeviceIndex idx, size_t nbytes, bool from_device) {
-  DeviceState& s = state(idx);
-  std::lock_guard<std::mutex> lock(s.mutex);
+void count_release(DeviceState& s, size_t size, size_t nbytes) {
   s.stats.allocation[kAll].decrease(1);
   s.stats.active[kAll].decrease(1);
-  s.stats.allocated_bytes[kAll].decrease(nbytes);
-  s.stats.active_bytes[kAll].decrease(nbytes);
+  s.stats.allocated_bytes[kAll].decrease(size);
+  s.stats.active_bytes[kAll].decrease(size);
   s.stats.requested_bytes[kAll].decrease(nbytes);
-  if (from_device) {
-    s.stats.num_device_free += 1;
+}
+
+// A cached block of at least `size` bytes, and not much more, freed on
+// `stream`; nullptr if none. Caller holds the device's mutex.
+Block* take_cached(DeviceState& s, cudaStream_t stream, size_t size) {
+  auto list = s.cached.find(stream);
+  if (list == s.cached.end()) {
+    return nullptr;
   }
+  auto it = list->second.lower_bound(size);
+  if (it == list->second.end() || it->first - size > size / kMaxWasteDivisor) {
+    return nullptr;
+  }
+  Block* block = it->second;
+  list->second.erase(it);
+  return block;
 }
 
 std::string format_bytes(size_t nbytes) {
@@ -144,25 +194,48 @@ void report(const char* what, cudaError_t status) noexcept {
                cudaGetErrorString(status));
 }
 
+void return_to_pool(Block* block, std::vector<cudaStream_t> used_on) noexcept;
+
 // Deleter of own blocks. Runs whenever the last tensor using the memory dies,
-// on any thread, and must not throw.
-//
-// Stream order: the memory is freed with cudaFreeAsync, so it becomes
-// reusable only when the GPU reaches the free. Used on one stream only, the
-// free goes on the allocation stream right behind the work that used it.
-// Recorded on other streams too, the free goes on the device's release stream
-// after it has waited for every one of them; freeing on the allocation stream
-// instead would make that stream wait for the others, a false dependency for
-// the work queued after it.
+// on any thread, and must not throw. A block used on its allocation stream
+// only waits in that stream's free list (see cache_enabled); any other goes
+// back to the pool.
+
 void free_block(void* context) noexcept {
   auto* block = static_cast<Block*>(context);
   std::vector<cudaStream_t> used_on;
   {
-    std::lock_guard<std::mutex> lock(state(block->device).mutex);
+    DeviceState& s = state(block->device);
+    std::lock_guard<std::mutex> lock(s.mutex);
     used_on.swap(block->used_on);
+    count_release(s, block->size, block->nbytes);
+    if (used_on.empty() && block->cacheable && cache_enabled()) {
+      try {
+        s.cached[block->allocation_stream].emplace(block->size, block);
+        return;
+      } catch (const std::bad_alloc&) {
+        // No host memory for the list entry: free the block instead.
+      }
+    }
   }
-  remove_allocation(block->device, block->nbytes, /*from_device=*/true);
+  return_to_pool(block, std::move(used_on));
+}
 
+// Frees `block` to its pool with cudaFreeAsync, ordered after its allocation
+// stream and every stream in `used_on`, and deletes it.
+//
+// Stream order: cudaFreeAsync makes the memory reusable only when the GPU
+// reaches the free. Used on one stream only, the free goes on the allocation
+// stream right behind the work that used it. Recorded on other streams too,
+// the free goes on the device's release stream after it has waited for every
+// one of them; freeing on the allocation stream instead would make that
+// stream wait for the others, a false dependency for the work queued after it.
+void return_to_pool(Block* block, std::vector<cudaStream_t> used_on) noexcept {
+  {
+    DeviceState& s = state(block->device);
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.stats.num_device_free += 1;
+  }
   const int previous = exchange_device_noexcept(block->device);
   cudaStream_t free_on = block->allocation_stream;
   if (!used_on.empty()) {
@@ -191,11 +264,33 @@ void free_block(void* context) noexcept {
   delete block;
 }
 
+// Frees every cached block of device `idx` to its pool (stream-ordered).
+void release_cached(c10::DeviceIndex idx) {
+  std::vector<Block*> blocks;
+  {
+    DeviceState& s = state(idx);
+    std::lock_guard<std::mutex> lock(s.mutex);
+    for (auto& [stream, list] : s.cached) {
+      for (auto& [size, block] : list) {
+        blocks.push_back(block);
+      }
+    }
+    s.cached.clear();
+  }
+  for (Block* block : blocks) {
+    return_to_pool(block, {});
+  }
+}
+
 // Deleter of adopted torch.cuda storages: dropping the reference hands the
 // memory back to torch's CUDA caching allocator, stream-ordered there.
 void release_adopted(void* context) noexcept {
   auto* adopted = static_cast<AdoptedStorage*>(context);
-  remove_allocation(adopted->device, adopted->nbytes, /*from_device=*/false);
+  {
+    DeviceState& s = state(adopted->device);
+    std::lock_guard<std::mutex> lock(s.mutex);
+    count_release(s, adopted->nbytes, adopted->nbytes);
+  }
   delete adopted;
 }
 
@@ -228,29 +323,46 @@ c10::DataPtr CudadevAllocator::allocate(size_t nbytes) {
   if (nbytes == 0) {
     return c10::DataPtr(nullptr, c10::Device(kType, idx));
   }
-  const cudaStream_t stream = current_native_stream(idx);
+  const c10::Stream current = current_stream(idx);
+  const cudaStream_t stream = native_stream(current);
+  const size_t size = rounded_size(nbytes);
+  DeviceState& s = state(idx);
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (Block* block = take_cached(s, stream, size)) {
+      block->nbytes = nbytes;
+      count_allocation(s, block->size, nbytes);
+      return c10::DataPtr(block->ptr, block, &free_block, c10::Device(kType, idx));
+    }
+  }
   const cudaMemPool_t pool = pool_of(idx);
   void* ptr = nullptr;
-  cudaError_t status = cudaMallocFromPoolAsync(&ptr, nbytes, pool, stream);
+  cudaError_t status = cudaMallocFromPoolAsync(&ptr, size, pool, stream);
   if (status == cudaErrorMemoryAllocation) {
-    // Frees still queued on busy streams become reusable once the GPU reaches
-    // them: wait for the device once, then try again.
+    // Memory waiting in the cache, and frees still queued on busy streams,
+    // become reusable once given back and reached by the GPU: do both once,
+    // then try again.
     (void)cudaGetLastError();
+    release_cached(idx);
     CUDADEV_CHECK(cudaDeviceSynchronize());
-    status = cudaMallocFromPoolAsync(&ptr, nbytes, pool, stream);
+    status = cudaMallocFromPoolAsync(&ptr, size, pool, stream);
   }
   if (status == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();
     {
-      DeviceState& s = state(idx);
       std::lock_guard<std::mutex> lock(s.mutex);
       s.stats.num_ooms += 1;
     }
     raise_out_of_memory(idx, nbytes);
   }
   CUDADEV_CHECK(status);
-  auto* block = new Block{ptr, nbytes, idx, stream, {}};
-  add_allocation(idx, nbytes, /*from_device=*/true);
+  const bool own_stream = (current.id() & kExternalStreamTag) == 0;
+  auto* block = new Block{ptr, size, nbytes, idx, stream, own_stream, {}};
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.stats.num_device_alloc += 1;
+    count_allocation(s, size, nbytes);
+  }
   return c10::DataPtr(ptr, block, &free_block, c10::Device(kType, idx));
 }
 
@@ -274,6 +386,7 @@ void CudadevAllocator::emptyCache(c10::MempoolId_t /*mempool_id*/) {
       continue;  // never allocated on this device
     }
     ScopedDevice on(idx);
+    release_cached(idx);
     // Pending frees return their memory to the pool only when the GPU
     // reaches them; after that, give everything unused back to the driver.
     CUDADEV_CHECK(cudaDeviceSynchronize());
@@ -378,7 +491,11 @@ c10::DataPtr CudadevAllocator::adopt_cuda_storage(c10::Storage cuda_storage, c10
   void* data = cuda_storage.mutable_data();
   const size_t nbytes = cuda_storage.nbytes();
   auto* adopted = new AdoptedStorage{std::move(cuda_storage), nbytes, device};
-  add_allocation(device, nbytes, /*from_device=*/false);
+  {
+    DeviceState& s = state(device);
+    std::lock_guard<std::mutex> lock(s.mutex);
+    count_allocation(s, nbytes, nbytes);
+  }
   return c10::DataPtr(data, adopted, &release_adopted, c10::Device(kType, device));
 }
 

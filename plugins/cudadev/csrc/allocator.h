@@ -1,7 +1,9 @@
 #pragma once
 // cudadev's device allocator: stream-ordered CUDA memory
 // (cudaMallocFromPoolAsync / cudaFreeAsync on a cudadev-owned memory pool per
-// device), registered as the PrivateUse1 allocator. It is a
+// device) behind a caching front (freed blocks wait on their stream's free
+// list for the next request of about their size on that stream; see
+// allocator.cpp), registered as the PrivateUse1 allocator. It is a
 // c10::DeviceAllocator, so torch.accelerator's memory functions and
 // Tensor.record_stream work with it.
 //
@@ -27,6 +29,8 @@ class CudadevAllocator final : public c10::DeviceAllocator {
   void copy_data(void* dest, const void* src, std::size_t count) const override;
 
   bool initialized() override { return true; }
+  // Gives cached blocks back to the pools, and the pools' unused memory back
+  // to the driver.
   void emptyCache(c10::MempoolId_t mempool_id = {0, 0}) override;
   // Records that the memory is used on `stream`; its free then waits for the
   // work enqueued on that stream up to the free.

@@ -1,6 +1,9 @@
 """cudadev's allocator: accounting, caching, out-of-memory errors."""
 
 import gc
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -43,3 +46,103 @@ def test_out_of_memory_names_device_size_and_fix():
         torch.empty(2 * total, dtype=torch.uint8, device="cudadev")
     # The failed allocation left nothing behind.
     assert torch.ones(4, device="cudadev").sum().item() == 4.0
+
+
+# ------------------------------------------------------- the caching front
+
+SLEEP_MS = 200
+
+
+def device_allocations():
+    return torch.accelerator.memory_stats(0)["num_device_alloc"]
+
+
+def device_frees():
+    return torch.accelerator.memory_stats(0)["num_device_free"]
+
+
+def test_freed_block_serves_the_next_request_of_its_size_on_its_stream():
+    x = torch.empty(3 * MiB + 100, dtype=torch.uint8, device="cudadev")
+    address = x.data_ptr()
+    del x
+    before = device_allocations()
+    y = torch.empty(3 * MiB + 50, dtype=torch.uint8, device="cudadev")  # the same 512-byte rounding
+    assert y.data_ptr() == address
+    assert device_allocations() == before  # no CUDA call
+    z = torch.empty(6 * MiB, dtype=torch.uint8, device="cudadev")  # nothing cached that size
+    assert device_allocations() == before + 1
+    del y, z
+
+
+def test_cached_block_is_not_handed_to_another_stream():
+    side = torch.Stream(device="cudadev")
+    with side:
+        x = torch.empty(5 * MiB, dtype=torch.uint8, device="cudadev")
+        address = x.data_ptr()
+        del x  # waits in the side stream's free list
+    before = device_allocations()
+    y = torch.empty(5 * MiB, dtype=torch.uint8, device="cudadev")  # default stream
+    assert y.data_ptr() != address
+    assert device_allocations() == before + 1
+    with side:
+        z = torch.empty(5 * MiB, dtype=torch.uint8, device="cudadev")
+        assert z.data_ptr() == address
+    del y, z
+
+
+def test_block_used_on_another_stream_goes_back_to_the_pool():
+    side = torch.Stream(device="cudadev")
+    x = torch.empty(7 * MiB, dtype=torch.uint8, device="cudadev")
+    x.record_stream(side)
+    frees = device_frees()
+    del x  # freed to the pool after the side stream's work, never cached
+    assert device_frees() == frees + 1
+    before = device_allocations()
+    y = torch.empty(7 * MiB, dtype=torch.uint8, device="cudadev")
+    assert device_allocations() == before + 1
+    del y
+
+
+def test_reused_block_is_written_only_after_its_old_readers_ran():
+    side = torch.Stream(device="cudadev")
+    n = 1 << 20
+    with side:
+        torch.cudadev._sleep_on_current_stream(0)
+        side.synchronize()
+        torch.cudadev._sleep_on_current_stream(SLEEP_MS)
+        a = torch.full((n,), 1.0, device="cudadev")
+        address = a.data_ptr()
+        total = a.sum()  # reads `a` after the sleep
+        del a
+        b = torch.empty(n, device="cudadev")  # `a`'s block, queued behind the sum
+        assert b.data_ptr() == address
+        b.fill_(5.0)
+        assert total.item() == n
+        assert b.sum().item() == 5.0 * n
+
+
+def test_empty_cache_gives_cached_blocks_back():
+    x = torch.empty(9 * MiB, dtype=torch.uint8, device="cudadev")
+    del x  # cached
+    frees = device_frees()
+    torch.cudadev.empty_cache()
+    assert device_frees() >= frees + 1
+    before = device_allocations()
+    y = torch.empty(9 * MiB, dtype=torch.uint8, device="cudadev")
+    assert device_allocations() == before + 1
+    del y
+
+
+def test_cache_off_with_the_environment_knob():
+    script = (
+        "import torch, torch_cudadev\n"
+        "stats = lambda: torch.accelerator.memory_stats(0)['num_device_alloc']\n"
+        "x = torch.empty(1 << 20, device='cudadev'); del x\n"
+        "before = stats()\n"
+        "y = torch.empty(1 << 20, device='cudadev')\n"
+        "print(stats() - before)\n"
+    )
+    env = {**os.environ, "CUDADEV_ALLOCATOR_CACHE": "0", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "1"
