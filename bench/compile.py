@@ -271,12 +271,18 @@ def train_steps(model_name: str, pairs: int, iterations: int, repeats: int) -> d
         for device in (("cuda", "cudadev") if pair % 2 == 0 else ("cudadev", "cuda")):
             env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0",
                        DEVBRIDGE_BENCH_CACHE=str(CACHE / f"train-{model_name}-{device}"))
+            began = time.perf_counter()
             done = subprocess.run([sys.executable, __file__, "--child-train", model_name, "--child-device", device,
                                    "--iterations", str(iterations), "--repeats", str(repeats)],
                                   env=env, capture_output=True, text=True, timeout=240)
             if done.returncode != 0:
                 raise RuntimeError(f"train step child {model_name}/{device} failed:\n{done.stderr[-4000:]}")
-            results[device].append(json.loads(done.stdout.strip().splitlines()[-1]))
+            result = json.loads(done.stdout.strip().splitlines()[-1])
+            # what a child costs (start-up and compile dominate), to plan runs by
+            result["process_s"] = time.perf_counter() - began
+            print(f"train step {model_name} on {device}: {result['value']:.3f} ms, process {result['process_s']:.0f} s",
+                  flush=True)
+            results[device].append(result)
     return results
 
 
@@ -445,7 +451,8 @@ def main() -> int:
     parser.add_argument("--machine", default="h200")
     parser.add_argument("--results-dir", type=pathlib.Path, default=HERE / "results")
     parser.add_argument("--iterations", type=int, default=20)
-    parser.add_argument("--repeats", type=int, default=3, help="samples in each train-step process")
+    parser.add_argument("--repeats", type=int, default=9,
+                        help="samples in each train-step process (cheap beside the process's start-up)")
     parser.add_argument("--pairs", type=int, default=5, help="alternating cuda/cudadev samples (at least 5)")
     parser.add_argument("--train-pairs", type=int, default=5, help="alternating cuda/cudadev train-step processes (at least 5)")
     parser.add_argument("--parts", default=",".join(PARTS),

@@ -53,6 +53,13 @@ def test_out_of_memory_names_device_size_and_fix():
 SLEEP_MS = 200
 
 
+@pytest.fixture
+def empty_cache():
+    """Blocks cached by earlier tests would serve these tests' requests (a
+    cached block serves requests up to a quarter smaller than itself)."""
+    torch.cudadev.empty_cache()
+
+
 def device_allocations():
     return torch.accelerator.memory_stats(0)["num_device_alloc"]
 
@@ -61,7 +68,7 @@ def device_frees():
     return torch.accelerator.memory_stats(0)["num_device_free"]
 
 
-def test_freed_block_serves_the_next_request_of_its_size_on_its_stream():
+def test_freed_block_serves_the_next_request_of_its_size_on_its_stream(empty_cache):
     x = torch.empty(3 * MiB + 100, dtype=torch.uint8, device="cudadev")
     address = x.data_ptr()
     del x
@@ -74,7 +81,7 @@ def test_freed_block_serves_the_next_request_of_its_size_on_its_stream():
     del y, z
 
 
-def test_cached_block_is_not_handed_to_another_stream():
+def test_cached_block_is_not_handed_to_another_stream(empty_cache):
     side = torch.Stream(device="cudadev")
     with side:
         x = torch.empty(5 * MiB, dtype=torch.uint8, device="cudadev")
@@ -90,7 +97,7 @@ def test_cached_block_is_not_handed_to_another_stream():
     del y, z
 
 
-def test_block_used_on_another_stream_goes_back_to_the_pool():
+def test_block_used_on_another_stream_goes_back_to_the_pool(empty_cache):
     side = torch.Stream(device="cudadev")
     x = torch.empty(7 * MiB, dtype=torch.uint8, device="cudadev")
     x.record_stream(side)
@@ -103,7 +110,7 @@ def test_block_used_on_another_stream_goes_back_to_the_pool():
     del y
 
 
-def test_reused_block_is_written_only_after_its_old_readers_ran():
+def test_reused_block_is_written_only_after_its_old_readers_ran(empty_cache):
     side = torch.Stream(device="cudadev")
     n = 1 << 20
     with side:
@@ -121,7 +128,7 @@ def test_reused_block_is_written_only_after_its_old_readers_ran():
         assert b.sum().item() == 5.0 * n
 
 
-def test_empty_cache_gives_cached_blocks_back():
+def test_empty_cache_gives_cached_blocks_back(empty_cache):
     x = torch.empty(9 * MiB, dtype=torch.uint8, device="cudadev")
     del x  # cached
     frees = device_frees()
