@@ -50,6 +50,7 @@ from machine_info import cpu_model, git_commit  # noqa: E402
 
 TARGET = 1.05
 TRAIN_TARGET = {"block": 1.02, "conv": 1.05}
+TRAIN_MODELS = {"block": "GPT block 768/12 heads, 8x512 tokens", "conv": "ResNet basic block 64 channels, 32x56x56"}
 
 
 def load_plugin() -> None:
@@ -290,7 +291,7 @@ PARTS = ("compile", "steady", "train")
 
 
 def run(iterations: int, repeats: int, pairs: int, train_pairs: int, save,
-        parts: tuple[str, ...] = PARTS) -> tuple[list[dict], dict]:
+        parts: tuple[str, ...] = PARTS, train_models: tuple[str, ...] = tuple(TRAIN_MODELS)) -> tuple[list[dict], dict]:
     """The measurements of `parts` (compile times, steady-state forward rows,
     train steps); save(rows, meta) is called after each model, so a run cut
     short still leaves what it measured."""
@@ -307,7 +308,7 @@ def run(iterations: int, repeats: int, pairs: int, train_pairs: int, save,
         "cpu": cpu_model(), "logical_cpus": os.cpu_count(), "gpu": torch.cuda.get_device_name(0),
         "torch": torch.__version__, "python": platform.python_version(), "devbridge": devbridge.__version__,
         "commit": git_commit(), "iterations": iterations, "pairs": pairs, "train_pairs": train_pairs,
-        "kernels": kernels, "triton": triton.__version__, "parts": list(parts),
+        "kernels": kernels, "triton": triton.__version__, "parts": list(parts), "train_models": list(train_models),
     }  # fmt: skip
     if "compile" in parts:
         compile_rows(rows)
@@ -315,7 +316,7 @@ def run(iterations: int, repeats: int, pairs: int, train_pairs: int, save,
     if "steady" in parts:
         steady_rows(rows, kernels, iterations, pairs, save, meta)
     if "train" in parts:
-        train_rows(rows, iterations, repeats, train_pairs, save, meta)
+        train_rows(rows, iterations, repeats, train_pairs, save, meta, train_models)
     return rows, meta
 
 
@@ -374,9 +375,10 @@ def steady_rows(rows: list[dict], kernels: dict, iterations: int, pairs: int, sa
         save(rows, meta)
 
 
-def train_rows(rows: list[dict], iterations: int, repeats: int, train_pairs: int, save, meta: dict) -> None:
-    for model_name, label in (("block", "GPT block 768/12 heads, 8x512 tokens"),
-                              ("conv", "ResNet basic block 64 channels, 32x56x56")):
+def train_rows(rows: list[dict], iterations: int, repeats: int, train_pairs: int, save, meta: dict,
+               train_models: tuple[str, ...] = tuple(TRAIN_MODELS)) -> None:
+    for model_name in train_models:
+        label = TRAIN_MODELS[model_name]
         results = train_steps(model_name, train_pairs, iterations, repeats)
         samples = {device: [r["value"] for r in results[device]] for device in results}
         for device in results:
@@ -458,7 +460,9 @@ def main() -> int:
     parser.add_argument("--parts", default=",".join(PARTS),
                         help=f"comma list of {', '.join(PARTS)} (default: all); a partial run saves to "
                              "compile_<machine>_<parts>.*")
-    parser.add_argument("--child-train", choices=("block", "conv"), help=argparse.SUPPRESS)
+    parser.add_argument("--train-models", default=",".join(TRAIN_MODELS),
+                        help=f"comma list of the train steps to run: {', '.join(TRAIN_MODELS)} (default: both)")
+    parser.add_argument("--child-train", choices=tuple(TRAIN_MODELS), help=argparse.SUPPRESS)
     parser.add_argument("--child-device", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_train:
@@ -468,8 +472,13 @@ def main() -> int:
     unknown = sorted(set(parts) - set(PARTS))
     if unknown or not parts:
         parser.error(f"--parts takes a comma list of {', '.join(PARTS)}; got {args.parts!r}")
+    train_models = tuple(model for model in args.train_models.split(",") if model)
+    if not train_models or set(train_models) - set(TRAIN_MODELS):
+        parser.error(f"--train-models takes a comma list of {', '.join(TRAIN_MODELS)}; got {args.train_models!r}")
     args.results_dir.mkdir(parents=True, exist_ok=True)
     suffix = "" if set(parts) == set(PARTS) else "_" + "_".join(p for p in PARTS if p in parts)
+    if "train" in parts and set(train_models) != set(TRAIN_MODELS):
+        suffix += "_" + "_".join(train_models)
     stem = args.results_dir / f"compile_{args.machine}{suffix}"
 
     def save(rows, meta):
@@ -478,7 +487,7 @@ def main() -> int:
         plot(rows, meta, stem.with_suffix(".png"))
         print(f"saved {len(rows)} rows", flush=True)
 
-    rows, meta = run(args.iterations, args.repeats, args.pairs, args.train_pairs, save, parts)
+    rows, meta = run(args.iterations, args.repeats, args.pairs, args.train_pairs, save, parts, train_models)
     print(table(rows, meta))
     problem = plot(rows, meta, stem.with_suffix(".png"))
     if problem:
