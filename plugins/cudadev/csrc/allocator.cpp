@@ -12,12 +12,14 @@
 #include <vector>
 
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
 #include <cuda_runtime_api.h>
 
 #include "cuda_check.h"
 #include "device.h"
+#include "graphs.h"
 #include "streams.h"
 
 namespace cudadev {
@@ -87,6 +89,9 @@ struct DeviceState {
   cudaMemPool_t pool = nullptr;
   // Freed blocks waiting for reuse, per allocation stream, by size.
   std::unordered_map<cudaStream_t, std::multimap<size_t, Block*>> cached;
+  // Frees parked while a stream they must be ordered on captures (see
+  // return_to_pool), with the streams they were used on.
+  std::vector<std::pair<Block*, std::vector<cudaStream_t>>> parked;
 };
 
 // Leaked on purpose (see streams.cpp): frees can arrive during shutdown.
@@ -231,6 +236,25 @@ void free_block(void* context) noexcept {
 // one of them; freeing on the allocation stream instead would make that
 // stream wait for the others, a false dependency for the work queued after it.
 void return_to_pool(Block* block, std::vector<cudaStream_t> used_on) noexcept {
+  // A stream-ordered free on a capturing stream, or a wait for one, would be
+  // recorded into the capture instead of run: park it until the capture ends.
+  if (any_capture_in_progress()) {
+    bool capturing = stream_is_capturing(block->allocation_stream);
+    for (cudaStream_t stream : used_on) {
+      capturing = capturing || stream_is_capturing(stream);
+    }
+    if (capturing) {
+      DeviceState& s = state(block->device);
+      std::lock_guard<std::mutex> lock(s.mutex);
+      try {
+        s.parked.emplace_back(block, std::move(used_on));
+        return;
+      } catch (const std::bad_alloc&) {
+        // No host memory to park it: leak the block rather than corrupt the capture.
+        return;
+      }
+    }
+  }
   {
     DeviceState& s = state(block->device);
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -282,6 +306,19 @@ void release_cached(c10::DeviceIndex idx) {
   }
 }
 
+// Gives the frees parked during captures on device `idx` to the pool.
+void release_parked(c10::DeviceIndex idx) noexcept {
+  std::vector<std::pair<Block*, std::vector<cudaStream_t>>> parked;
+  {
+    DeviceState& s = state(idx);
+    std::lock_guard<std::mutex> lock(s.mutex);
+    parked.swap(s.parked);
+  }
+  for (auto& [block, used_on] : parked) {
+    return_to_pool(block, std::move(used_on));  // parks again any whose stream still captures
+  }
+}
+
 // Deleter of adopted torch.cuda storages: dropping the reference hands the
 // memory back to torch's CUDA caching allocator, stream-ordered there.
 void release_adopted(void* context) noexcept {
@@ -315,6 +352,18 @@ void release_adopted(void* context) noexcept {
                    "caching allocator), or work on smaller tensors.");
 }
 
+// An allocation on a capturing stream: torch's CUDA caching allocator, with
+// the stream current, serves it from the private pool of the capture
+// (at::cuda::CUDAGraph routes the capturing stream there), which keeps the
+// memory for the graph's replays until the graph is destroyed.
+c10::DataPtr allocate_for_capture(c10::DeviceIndex idx, cudaStream_t stream, size_t nbytes) {
+  c10::cuda::CUDAStreamGuard on(c10::cuda::getStreamFromExternal(stream, idx));
+  c10::DataPtr memory = c10::cuda::CUDACachingAllocator::get()->allocate(nbytes);
+  c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, std::move(memory), /*allocator=*/nullptr,
+                       /*resizable=*/false);
+  return allocator().adopt_cuda_storage(std::move(storage), idx);
+}
+
 }  // namespace
 
 c10::DataPtr CudadevAllocator::allocate(size_t nbytes) {
@@ -326,6 +375,9 @@ c10::DataPtr CudadevAllocator::allocate(size_t nbytes) {
   const c10::Stream current = current_stream(idx);
   const cudaStream_t stream = native_stream(current);
   const size_t size = rounded_size(nbytes);
+  if (C10_UNLIKELY(any_capture_in_progress()) && stream_is_capturing(stream)) {
+    return allocate_for_capture(idx, stream, nbytes);
+  }
   DeviceState& s = state(idx);
   {
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -498,6 +550,8 @@ c10::DataPtr CudadevAllocator::adopt_cuda_storage(c10::Storage cuda_storage, c10
   }
   return c10::DataPtr(data, adopted, &release_adopted, c10::Device(kType, device));
 }
+
+void CudadevAllocator::release_parked_frees(c10::DeviceIndex device) { release_parked(device); }
 
 bool CudadevAllocator::owns(const c10::DataPtr& data_ptr) const {
   return data_ptr.get_deleter() == &free_block || data_ptr.get_deleter() == &release_adopted;

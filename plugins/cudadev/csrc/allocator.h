@@ -46,6 +46,13 @@ class CudadevAllocator final : public c10::DeviceAllocator {
   c10::DataPtr adopt_cuda_storage(c10::Storage cuda_storage, c10::DeviceIndex device);
   // Whether the DataPtr came from this allocator (own block or adopted).
   bool owns(const c10::DataPtr& data_ptr) const;
+
+  // Graph capture (graphs.cpp): allocations on a capturing stream come from
+  // torch's CUDA caching allocator, which serves them from the capture's
+  // private pool, adopted like the fallback's outputs; frees that would have
+  // to be ordered on a capturing stream wait until the capture ends, and
+  // this gives them back to the pool then.
+  void release_parked_frees(c10::DeviceIndex device);
 };
 
 // The one registered instance (also c10::GetAllocator(PrivateUse1)).

@@ -12,6 +12,7 @@
 #include "allocator.h"
 #include "cuda_check.h"
 #include "device.h"
+#include "graphs.h"
 #include "spin_kernel.h"
 #include "streams.h"
 
@@ -100,6 +101,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("external_stream_hook", [] {
     return py::capsule(reinterpret_cast<void*>(&external_stream_hook), "devbridge_external_stream");
   });
+  // devbridge's graph table (devbridge/c_graph_api.h), for devbridge.graphs.register_graph_api.
+  m.def("graph_api", [] { return py::capsule(graph_api(), "devbridge_graph_api"); });
   // The StreamId under which cudadev knows a CUDA stream of `device` (its own or
   // an external one), for torch.Stream(stream_id=...).
   m.def(

@@ -80,6 +80,10 @@ def _install_devbridge() -> None:
     if hasattr(devbridge, "register_current_stream_query"):
         devbridge.register_current_stream_query(_C.current_stream_query(), _BACKEND_NAME)
         devbridge.register_external_stream_hook(_C.external_stream_hook(), _BACKEND_NAME)
+    # Graph capture (devbridge.graphs): CUDA graphs of cudadev's streams.
+    graphs = getattr(devbridge, "graphs", None)
+    if graphs is not None:
+        graphs.register_graph_api(_C.graph_api(), _BACKEND_NAME)
     # Triton: cudadev runs on NVIDIA GPUs, so NVIDIA's Triton compiler builds
     # its kernels and devbridge launches the cubins through libcuda.
     try:

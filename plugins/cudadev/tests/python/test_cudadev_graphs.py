@@ -1,0 +1,166 @@
+"""Graph capture on cudadev through devbridge.graphs: cudadev's graph table
+(csrc/graphs.cpp, at::cuda::CUDAGraph on cudadev's own streams). Each
+captured sequence is compared with eager cudadev and with torch.cuda.graph
+on torch.cuda tensors; order is proven against a spin queued on the replay
+stream; capture errors are checked by message."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.gpu
+
+devbridge = pytest.importorskip("devbridge")
+graphs = pytest.importorskip("devbridge.graphs", reason="devbridge without graph capture")
+
+SPIN_MS = 200
+
+
+def host(*shape, seed):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def step(x, w):
+    """Operators through cudadev's own kernels (mm) and its fallback (gelu,
+    add, softmax), allocating intermediates inside the capture."""
+    h = torch.nn.functional.gelu(x @ w + 1.0)
+    return torch.softmax(h, dim=-1) * 2.0
+
+
+def test_cudadev_registers_its_graph_table():
+    assert graphs.is_available("cudadev")
+
+
+def test_replays_match_eager_and_torch_cuda_graphs_with_mutated_inputs():
+    x_host, w_host = host(64, 128, seed=0), host(128, 96, seed=1)
+    static_x, w = x_host.to("cudadev"), w_host.to("cudadev")
+    step(static_x, w)  # warm-up outside the capture (cuBLAS handles, workspaces)
+    torch.cudadev.synchronize()
+    g = graphs.Graph()
+    with graphs.graph(g):
+        static_y = step(static_x, w)
+
+    cuda_x, cuda_w = x_host.cuda(), w_host.cuda()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step(cuda_x, cuda_w)
+    torch.cuda.current_stream().wait_stream(side)
+    cuda_graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(cuda_graph):
+        cuda_y = step(cuda_x, cuda_w)
+
+    for seed in range(2, 6):
+        new_x = host(64, 128, seed=seed)
+        static_x.copy_(new_x)
+        g.replay()
+        cuda_x.copy_(new_x)
+        cuda_graph.replay()
+        eager = step(new_x.to("cudadev"), w)
+        assert torch.equal(static_y.cpu(), cuda_y.cpu()), seed
+        torch.testing.assert_close(static_y.cpu(), eager.cpu(), rtol=1e-5, atol=1e-6)
+    g.reset()
+    cuda_graph.reset()
+
+
+def test_a_triton_kernel_is_captured_and_replayed():
+    triton = pytest.importorskip("triton")
+    import triton.language as tl
+
+    import devbridge.triton
+
+    @triton.jit
+    def axpy(x, y, out, n, alpha, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(out + offs, alpha * tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+    n = 10_000
+    with devbridge.triton.activate():
+        x, y = host(n, seed=0).to("cudadev"), host(n, seed=1).to("cudadev")
+        out = torch.empty_like(x)
+        grid = (triton.cdiv(n, 1024),)
+        axpy[grid](x, y, out, n, 3.0, BLOCK=1024)  # compiles outside the capture
+        torch.cudadev.synchronize()
+        g = graphs.Graph()
+        with graphs.graph(g):
+            axpy[grid](x, y, out, n, 3.0, BLOCK=1024)
+            doubled = out * 2.0
+        for seed in (5, 6):
+            x.copy_(host(n, seed=seed).to("cudadev"))
+            g.replay()
+            expected = 3.0 * x.cpu() + y.cpu()
+            assert torch.equal(out.cpu(), expected)
+            assert torch.equal(doubled.cpu(), expected * 2.0)
+        g.reset()
+
+
+def test_replay_runs_in_order_on_a_non_default_stream():
+    x = torch.ones(1 << 20, device="cudadev")
+    y = torch.zeros_like(x)
+    x * 3.0  # warm-up
+    g = graphs.Graph()
+    with graphs.graph(g):
+        y.copy_(x * 3.0)
+    torch.cudadev.synchronize()
+    stream = torch.Stream(device="cudadev")
+    with stream:
+        torch.cudadev._sleep_on_current_stream(0)
+        stream.synchronize()
+        torch.cudadev._sleep_on_current_stream(SPIN_MS)
+        x.fill_(5.0)  # queued behind the spin
+        g.replay(stream)  # must read x only after the fill
+    stream.synchronize()
+    assert torch.all(y.cpu() == 15.0)
+    g.reset()
+
+
+def test_memory_allocated_in_the_capture_outlives_eager_allocations():
+    x = torch.randn(1 << 16, device="cudadev")
+    torch.exp(x)
+    g = graphs.Graph()
+    with graphs.graph(g):
+        out = torch.exp(x) + 1.0
+    expected = (torch.exp(x) + 1.0).cpu()
+    # Eager work on the same device allocates and frees a lot; none of it may
+    # land in the capture's memory.
+    for _ in range(20):
+        junk = torch.randn(1 << 16, device="cudadev") * 7.0
+        del junk
+    g.replay()
+    assert torch.equal(out.cpu(), expected)
+    g.reset()
+
+
+def test_a_synchronisation_inside_the_capture_is_refused_and_ends_it():
+    x = torch.ones(16, device="cudadev")
+    g = graphs.Graph()
+    with pytest.raises(Exception) as info:
+        with graphs.graph(g):
+            (x + 1).sum().item()  # copies to the host: cannot be captured
+    assert "captur" in str(info.value).lower(), info.value
+    assert not graphs.is_current_stream_capturing("cudadev")
+    with pytest.raises(RuntimeError, match="without a preceding successful capture"):
+        g.replay()
+    # The device works afterwards, and the same Graph captures again.
+    assert (x + 1).sum().item() == 32.0
+    with graphs.graph(g):
+        y = x * 4.0
+    g.replay()
+    assert torch.all(y.cpu() == 4.0)
+    g.reset()
+
+
+def test_is_current_stream_capturing_inside_and_outside():
+    g = graphs.Graph()
+    assert not graphs.is_current_stream_capturing("cudadev")
+    x = torch.ones(4, device="cudadev")
+    with graphs.graph(g):
+        inside = graphs.is_current_stream_capturing("cudadev")
+        y = x + 1
+    assert inside
+    assert not graphs.is_current_stream_capturing("cudadev")
+    g.replay()
+    assert torch.all(y.cpu() == 2.0)
+    g.reset()
