@@ -294,3 +294,22 @@ def test_a_launch_through_a_submit_hook_is_refused_while_its_stream_captures():
         devbridge.register_submit_hook(None, "simdev")
     torch.accelerator.synchronize()
     assert x.cpu().tolist() == [2.0] * 4
+
+
+def test_the_runtime_table_reports_capture_to_kernel_side_code():
+    from test_runtime_api import runtime_table
+
+    table = runtime_table()
+    status = ctypes.c_int32(-1)
+    g = graphs.Graph()
+    with graphs.graph(g) as stream:
+        handle = stream.native_handle if hasattr(stream, "native_handle") else devbridge.current_stream("simdev:0")
+        assert table.stream_capture_status(12, 0, handle, ctypes.byref(status)) == 0 and status.value == 1
+        assert table.check_submit_hook(12, 0, handle) == -1
+        assert b"DEVBRIDGE_GRAPH_SUBMIT_HOOK_CAPTURES" in table.get_last_error()
+        assert graphs.is_current_stream_capturing()
+    assert table.stream_capture_status(12, 0, handle, ctypes.byref(status)) == 0 and status.value == 0
+    assert table.check_submit_hook(12, 0, handle) == 0
+    assert table.stream_capture_status(12, 0, handle, None) == -1
+    assert b"out_status is NULL" in table.get_last_error()
+    assert table.stream_capture_status(1, 0, None, ctypes.byref(status)) == 0 and status.value == 0  # CPU: none
