@@ -41,13 +41,9 @@ void* AsHandle(uintptr_t value) { return reinterpret_cast<void*>(value); }
 uintptr_t AsInt(void* handle) { return reinterpret_cast<uintptr_t>(handle); }
 
 std::string On(const std::string& device_type, int index, uintptr_t stream) {
-  return PluginDevice(device_type) + ":" + std::to_string(index) + " (stream 0x" +
-         [&] {
-           char text[32];
-           std::snprintf(text, sizeof(text), "%llx", static_cast<unsigned long long>(stream));
-           return std::string(text);
-         }() +
-         ")";
+  char handle[32];
+  std::snprintf(handle, sizeof(handle), "0x%llx", static_cast<unsigned long long>(stream));
+  return PluginDevice(device_type) + ":" + std::to_string(index) + " (stream " + handle + ")";
 }
 
 }  // namespace

@@ -313,3 +313,15 @@ def test_the_runtime_table_reports_capture_to_kernel_side_code():
     assert table.stream_capture_status(12, 0, handle, None) == -1
     assert b"out_status is NULL" in table.get_last_error()
     assert table.stream_capture_status(1, 0, None, ctypes.byref(status)) == 0 and status.value == 0  # CPU: none
+
+
+def test_beginning_a_capture_twice_is_refused_and_the_first_capture_keeps_going():
+    x = torch.ones(4, device="simdev")
+    g = graphs.Graph()
+    with graphs.graph(g) as stream:
+        with pytest.raises(RuntimeError, match="is already capturing"):
+            graphs.Graph().capture_begin(stream)
+        y = x * 4.0
+    x.fill_(2.0)
+    g.replay()
+    assert y.cpu().tolist() == [8.0] * 4

@@ -117,6 +117,10 @@ int captureBegin(void*, int32_t device, void* stream) {
   return guarded([&] {
     if (sdError_t status = checkStream(device, stream); status != sdSuccess) return status;
     const auto native = static_cast<sdStream_t>(stream);
+    sdStreamCaptureStatus current = sdStreamCaptureStatusNone;
+    if (sdError_t status = sdStreamGetCaptureStatus(native, &current); status != sdSuccess) return status;
+    // Already capturing: the runtime's refusal, and the running capture keeps its pool.
+    if (current != sdStreamCaptureStatusNone) return sdStreamBeginCapture(native);
     auto owner = makeCapturePool(static_cast<c10::DeviceIndex>(device), native);
     // The pool first: an allocation for the stream right after the capture
     // began must already come from it.
