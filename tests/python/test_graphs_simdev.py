@@ -325,3 +325,52 @@ def test_beginning_a_capture_twice_is_refused_and_the_first_capture_keeps_going(
     x.fill_(2.0)
     g.replay()
     assert y.cpu().tolist() == [8.0] * 4
+
+
+class GraphAPI(ctypes.Structure):
+    """Mirror of include/devbridge/c_graph_api.h (major 1, minor 0)."""
+
+    _fields_ = [
+        ("major", ctypes.c_uint32), ("minor", ctypes.c_uint32), ("size", ctypes.c_size_t),
+        ("flags", ctypes.c_uint64), ("self", ctypes.c_void_p), ("name", ctypes.c_char_p),
+        ("capture_begin", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p)),
+        ("capture_end", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p,
+                                         ctypes.POINTER(ctypes.c_void_p))),
+        ("instantiate", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                                         ctypes.POINTER(ctypes.c_void_p))),
+        ("replay", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p)),
+        ("graph_destroy", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)),
+        ("exec_destroy", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)),
+        ("capture_status", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p,
+                                            ctypes.POINTER(ctypes.c_int32))),
+        ("get_last_error", ctypes.CFUNCTYPE(ctypes.c_char_p, ctypes.c_void_p)),
+    ]
+
+
+def test_simdevs_table_entry_points_return_errors_and_never_throw():
+    import torch_simdev
+
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype = ctypes.c_void_p
+    get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    api = GraphAPI.from_address(get_pointer(torch_simdev._C.graph_api(), b"devbridge_graph_api"))
+    assert (api.major, api.minor, api.size, api.flags, api.name) == (1, 0, ctypes.sizeof(GraphAPI), 0,
+                                                                       b"simdev graphs")
+    stream0, stream1 = devbridge.current_stream("simdev:0"), devbridge.current_stream("simdev:1")
+    out, status = ctypes.c_void_p(), ctypes.c_int32()
+
+    def error():
+        return api.get_last_error(None).decode()
+
+    assert api.capture_begin(None, 0, stream1) == -1 and "belongs to simdev:1, not simdev:0" in error()
+    assert api.capture_begin(None, 0, None) == -1 and "stream is NULL" in error()
+    assert api.capture_begin(None, 0, 12345) == -1 and "is not a live stream" in error()
+    assert api.capture_end(None, 0, stream0, None) == -1 and "out_graph is NULL" in error()
+    assert api.capture_end(None, 0, stream0, ctypes.byref(out)) == -1 and "is not capturing" in error()
+    assert api.instantiate(None, None, ctypes.byref(out)) == -1 and "graph is NULL" in error()
+    assert api.instantiate(None, 99, None) == -1 and "out_exec is NULL" in error()
+    assert api.replay(None, 99, 0, stream0) == -1 and "is not a live executable graph" in error()
+    assert api.graph_destroy(None, 99) == -1 and "is not a live graph" in error()
+    assert api.exec_destroy(None, None) == -1 and "exec is NULL" in error()
+    assert api.capture_status(None, 0, stream0, None) == -1 and "out_status is NULL" in error()
+    assert api.capture_status(None, 1, stream1, ctypes.byref(status)) == 0 and status.value == 0

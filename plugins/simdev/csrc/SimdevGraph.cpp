@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 
@@ -63,10 +64,8 @@ int guarded(Body&& body) noexcept {
   }
 }
 
-sdError_t fail(std::string message) {
-  last_error = std::move(message);
-  return sdErrorInvalidValue;
-}
+// A refusal of this table's own (not the runtime's): guarded() reports it.
+[[noreturn]] sdError_t fail(const std::string& message) { throw std::invalid_argument(message); }
 
 // `stream` must be a live stream of `device` (the runtime names a bad handle).
 sdError_t checkStream(int32_t device, void* stream) {
