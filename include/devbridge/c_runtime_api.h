@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define DEVBRIDGE_RUNTIME_API_MAJOR 1
-#define DEVBRIDGE_RUNTIME_API_MINOR 1
+#define DEVBRIDGE_RUNTIME_API_MINOR 2
 /*! \brief Name of the PyCapsule that carries a `DevbridgeRuntimeAPI*`. */
 #define DEVBRIDGE_RUNTIME_API_CAPSULE_NAME "devbridge_runtime_api"
 
@@ -125,6 +125,27 @@ typedef struct {
    *  \since minor 1
    */
   int (*wait_current_stream)(int32_t device_type, int32_t device_id, void* stream);
+
+  /* ---- minor 2 (read only when header.minor >= 2): graph capture ---- */
+
+  /*!
+   * \brief Whether `stream`, a native stream of (device_type, device_id), is
+   *  capturing: writes a DevbridgeCaptureStatus (c_graph_api.h: 0 none, 1
+   *  active, 2 invalidated) to *out_status, as the plugin's graph table
+   *  answers; 0 when the plugin registered none. Kernel-side code that must
+   *  not synchronise or allocate outside the stream during a capture asks it.
+   *  \since minor 2
+   */
+  int (*stream_capture_status)(int32_t device_type, int32_t device_id, void* stream, int32_t* out_status);
+  /*!
+   * \brief 0 when a launch on `stream` may go through the device type's submit
+   *  hook; -1, with a message naming the fix, when the stream captures and the
+   *  plugin's graph table does not declare its hook capture-safe
+   *  (DEVBRIDGE_GRAPH_SUBMIT_HOOK_CAPTURES). Launchers ask it before handing a
+   *  launch to a hook.
+   *  \since minor 2
+   */
+  int (*check_submit_hook)(int32_t device_type, int32_t device_id, void* stream);
 } DevbridgeRuntimeAPI;
 
 /*!

@@ -8,6 +8,7 @@ The package is a thin front over the C++ core in devbridge._C:
   register_current_stream_query()              a plugin's fast current-stream query (C)
   register_external_stream_hook()              a plugin's map from native streams to c10's
   register_submit_hook()                       hand launches to a plugin's task queue
+  register_graph_api()                         a plugin's graph-capture table (devbridge.graphs)
   launch / triton                              the generic kernel launcher (submodules)
   inductor                                     torch.compile on the plugin device (submodule;
                                                install() arms it)
@@ -34,6 +35,7 @@ def _recorded(name):
 install = _recorded("install")
 register_current_stream_query = _recorded("register_current_stream_query")
 register_external_stream_hook = _recorded("register_external_stream_hook")
+register_graph_api = _recorded("register_graph_api")
 
 from ._torch_version import load_extension  # noqa: E402
 
@@ -52,6 +54,7 @@ from ._runtime import (  # noqa: E402,F811
     runtime_api,
     unregister_stream_resolver,
 )
+from .graphs import register_graph_api  # noqa: E402,F811
 
 
 def install(**options) -> None:  # noqa: F811
@@ -85,6 +88,7 @@ __all__ = [
     "install",
     "is_installed",
     "plugin_name",
+    "register_graph_api",
     "register_current_stream_query",
     "register_external_stream_hook",
     "register_stream_resolver",

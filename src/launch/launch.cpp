@@ -147,6 +147,14 @@ void Dispatch(const DevbridgeRuntimeAPI& framework, const LaunchRequest& request
     return;  // ~Scratch releases the blocks: the launch is enqueued
   }
 
+  // Under a capture the hook's queue would run the launch later, outside it:
+  // devbridge's runtime table refuses unless the plugin declared its hook
+  // capture-safe (c_graph_api.h). Asked only on the hook path.
+  if (framework.header.minor >= 2 && framework.check_submit_hook != nullptr &&
+      framework.check_submit_hook(kernel.dl_device_type, kernel.device_id, request.stream) != 0) {
+    ThrowFramework(framework, "launching kernel '" + kernel.name + "' through the submit hook of " +
+                                  kernel.device_name);
+  }
   auto submission = std::make_unique<Submission>();
   submission->framework = &framework;
   submission->kernel = request.kernel;

@@ -35,8 +35,11 @@ struct LaunchRequest {
 // the runtime's fill_async, and packs the argument block. Scratch (metadata sizes > 0) comes from the framework allocator on
 // the launch stream, which must then be the device's current stream, and is
 // released once the launch is enqueued (the allocator's stream order keeps
-// it from being reused before the kernel ran). An empty grid does nothing.
-// Never synchronizes. Throws devbridge::Error.
+// it from being reused before the kernel ran; under a graph capture the
+// plugin's capture pool keeps it for the graph, c_graph_api.h). A launch
+// through a submit hook on a capturing stream is refused unless the plugin
+// declared its hook capture-safe (the runtime table's check_submit_hook). An
+// empty grid does nothing. Never synchronizes. Throws devbridge::Error.
 void Launch(const DevbridgeRuntimeAPI& framework, const DevbridgeKernelSignature& signature,
             const LaunchRequest& request);
 

@@ -21,6 +21,7 @@ void BindDLPack(pybind11::module_& module);
 void BindProtocol(pybind11::module_& module);
 void BindLaunch(pybind11::module_& module);
 void BindAllocation(pybind11::module_& module);
+void BindGraphs(pybind11::module_& module);
 
 }  // namespace python
 }  // namespace devbridge

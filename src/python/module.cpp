@@ -78,4 +78,5 @@ PYBIND11_MODULE(_C, module) {
   devbridge::python::BindProtocol(module);
   devbridge::python::BindLaunch(module);
   devbridge::python::BindAllocation(module);
+  devbridge::python::BindGraphs(module);
 }

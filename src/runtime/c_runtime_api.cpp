@@ -7,6 +7,7 @@
 
 #include "devbridge/c_runtime_api.h"
 #include "devbridge/runtime.h"
+#include "graphs/graph_registry.h"
 #include "runtime/dl_device_type.h"
 
 namespace devbridge {
@@ -126,6 +127,28 @@ int WaitCurrentStream(int32_t device_type, int32_t device_id, void* stream) {
   });
 }
 
+// The graph registry keys tables by DLPack device type; the plugin's table is
+// registered under kDLExtDev, whichever DLPack value (21 in transition mode)
+// a caller names the PrivateUse1 device with.
+int32_t GraphSlot(int32_t dl_device_type) {
+  return C10DeviceTypeFromDL(dl_device_type) == c10::DeviceType::PrivateUse1 ? static_cast<int32_t>(kDLExtDev)
+                                                                             : dl_device_type;
+}
+
+int StreamCaptureStatus(int32_t device_type, int32_t device_id, void* stream, int32_t* out_status) {
+  return RunGuarded([&] {
+    CheckOut(out_status, "out_status");
+    *out_status = graphs::CaptureStatus(GraphSlot(device_type), device_id, stream);
+  });
+}
+
+int CheckSubmitHook(int32_t device_type, int32_t device_id, void* stream) {
+  return RunGuarded([&] {
+    graphs::CheckSubmitHookMayLaunch(GraphSlot(device_type), device_id, stream,
+                                     RuntimeFor(device_type).name() + ":" + std::to_string(device_id));
+  });
+}
+
 DevbridgeRuntimeAPI MakeRuntimeAPI() {
   DevbridgeRuntimeAPI api{};
   api.header.major = DEVBRIDGE_RUNTIME_API_MAJOR;
@@ -141,6 +164,8 @@ DevbridgeRuntimeAPI MakeRuntimeAPI() {
   api.scratch_alloc = &ScratchAlloc;
   api.scratch_free = &ScratchFree;
   api.wait_current_stream = &WaitCurrentStream;  // minor 1
+  api.stream_capture_status = &StreamCaptureStatus;  // minor 2
+  api.check_submit_hook = &CheckSubmitHook;
   return api;
 }
 

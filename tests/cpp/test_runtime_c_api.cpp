@@ -36,6 +36,8 @@ TEST_F(RuntimeCApi, HeaderAndFunctions) {
   EXPECT_NE(api->scratch_alloc, nullptr);
   EXPECT_NE(api->scratch_free, nullptr);
   EXPECT_NE(api->wait_current_stream, nullptr);  // minor 1
+  EXPECT_NE(api->stream_capture_status, nullptr);  // minor 2
+  EXPECT_NE(api->check_submit_hook, nullptr);
 }
 
 TEST_F(RuntimeCApi, CpuQueries) {

@@ -23,7 +23,7 @@ RESOLVER = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_int64,
 
 
 class DevbridgeRuntimeAPI(ctypes.Structure):
-    """Mirror of include/devbridge/c_runtime_api.h (major 1, minor 1)."""
+    """Mirror of include/devbridge/c_runtime_api.h (major 1, minor 2)."""
 
     _fields_ = [
         ("major", ctypes.c_uint32),
@@ -47,6 +47,10 @@ class DevbridgeRuntimeAPI(ctypes.Structure):
         # minor 1
         ("wait_current_stream", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_int32,
                                                  ctypes.c_void_p)),
+        # minor 2
+        ("stream_capture_status", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_int32, ctypes.c_void_p,
+                                                   ctypes.POINTER(ctypes.c_int32))),
+        ("check_submit_hook", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_int32, ctypes.c_void_p)),
     ]
 
 
@@ -234,7 +238,7 @@ def test_bad_resolvers_are_rejected():
 
 def test_runtime_table_header():
     table = runtime_table()
-    assert (table.major, table.minor) == (1, 1)
+    assert (table.major, table.minor) == (1, 2)
     assert table.size == ctypes.sizeof(DevbridgeRuntimeAPI)
 
 

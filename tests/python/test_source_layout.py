@@ -15,9 +15,10 @@ SRC = ROOT / "src"
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.MULTILINE)
 
 # Public headers that are plain C ABIs (no torch, no Python).
-TORCH_FREE_PUBLIC = {"devbridge/c_launch_api.h", "devbridge/c_runtime_api.h", "devbridge/error.h"}
+TORCH_FREE_PUBLIC = {"devbridge/c_launch_api.h", "devbridge/c_runtime_api.h", "devbridge/c_graph_api.h",
+                     "devbridge/error.h"}
 FRAMEWORK_PREFIXES = ("ATen/", "c10/", "torch/", "pybind11/", "Python.h", "structmember.h")
-OUR_LAYERS = ("launch/", "kernel_runtimes/", "runtime/", "dlpack/", "python/", "devbridge/")
+OUR_LAYERS = ("launch/", "kernel_runtimes/", "graphs/", "runtime/", "dlpack/", "python/", "devbridge/")
 
 
 def layer_of(path: pathlib.Path) -> str:
@@ -42,12 +43,19 @@ def violations(path: pathlib.Path) -> list[str]:
                 problems.append(f"{header}: the launch core and the kernel runtimes are torch-free and Python-free")
             elif header.startswith("devbridge/") and header not in TORCH_FREE_PUBLIC:
                 problems.append(f"{header}: a torch-facing public header; only {sorted(TORCH_FREE_PUBLIC)} here")
-            elif header.startswith(("runtime/", "dlpack/", "python/")):
+            elif header.startswith(("runtime/", "dlpack/", "python/", "graphs/")):
                 problems.append(f"{header}: a layer above {layer}")
             elif layer == "launch" and header.startswith("kernel_runtimes/"):
                 problems.append(f"{header}: the launch core knows kernel runtimes through launch/kernel_runtimes.h")
             elif header.startswith("kernel_runtimes/") and not header.startswith(layer + "/"):
                 problems.append(f"{header}: another kernel runtime")
+        elif layer == "graphs":
+            if header.startswith(FRAMEWORK_PREFIXES):
+                problems.append(f"{header}: the graph registry is torch-free and Python-free")
+            elif header.startswith("devbridge/") and header not in TORCH_FREE_PUBLIC:
+                problems.append(f"{header}: a torch-facing public header; only {sorted(TORCH_FREE_PUBLIC)} here")
+            elif header.startswith(("launch/", "kernel_runtimes/", "runtime/", "dlpack/", "python/")):
+                problems.append(f"{header}: the graph registry stands alone (C ABI headers and graphs/ only)")
         elif layer in ("runtime", "dlpack"):
             if header.startswith(("python/", "kernel_runtimes/")):
                 problems.append(f"{header}: the torch side does not include the bindings or a kernel runtime")
@@ -65,7 +73,7 @@ SOURCES = sorted(p for p in SRC.rglob("*") if p.suffix in (".cpp", ".h", ".cu"))
 
 def test_every_source_file_is_in_a_known_layer():
     layers = {layer_of(p) for p in SOURCES}
-    assert layers <= {"launch", "runtime", "dlpack", "python", "kernel_runtimes/cuda", "kernel_runtimes/cann",
+    assert layers <= {"launch", "graphs", "runtime", "dlpack", "python", "kernel_runtimes/cuda", "kernel_runtimes/cann",
                       "kernel_runtimes/simdev"}, layers
     assert len(SOURCES) > 40  # the glob sees the tree
 

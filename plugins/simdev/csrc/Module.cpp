@@ -14,6 +14,7 @@
 #include "SimdevAllocator.h"
 #include "SimdevCheck.h"
 #include "SimdevDevice.h"
+#include "SimdevGraph.h"
 #include "SimdevGuard.h"
 #include "SimdevStream.h"
 #include "SimdevStreamHooks.h"
@@ -150,6 +151,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("external_stream_hook",
         [] { return functionCapsule(&externalStreamHook, "devbridge_external_stream"); });
   m.def("stream_resolver", [] { return functionCapsule(&streamResolver, "devbridge_stream_resolver"); });
+  // devbridge's graph table (devbridge/c_graph_api.h), for devbridge.graphs.register_graph_api.
+  m.def("graph_api", [] { return py::capsule(const_cast<void*>(graphApiTable()), "devbridge_graph_api"); });
   m.def("_enqueue_sleep",
         [](int64_t us, int device) { enqueueSleep(us, static_cast<c10::DeviceIndex>(device)); },
         py::arg("microseconds"), py::arg("device") = -1);

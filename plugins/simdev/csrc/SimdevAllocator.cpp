@@ -16,6 +16,7 @@
 
 #include "SimdevCheck.h"
 #include "SimdevDevice.h"
+#include "SimdevGraphPool.h"
 #include "SimdevStream.h"
 
 namespace torch_simdev {
@@ -79,6 +80,9 @@ struct SimdevAllocator::Impl {
   std::vector<std::multimap<size_t, Block*>> cached;           // free blocks by size, per device
   std::vector<DeviceStats> stats;                              // per device
   std::vector<sdEvent_t> spare_events;
+  // Freed blocks whose free could not be recorded yet: one of their streams
+  // was capturing (flushDeferredFrees retries).
+  std::vector<std::pair<Block*, std::vector<sdStream_t>>> deferred;
 
   Impl() : cached(deviceCount()), stats(deviceCount()) {}
 
@@ -164,6 +168,34 @@ struct SimdevAllocator::Impl {
     }
   }
 
+  // Records the free of `block` on each of `streams` and caches it; defers
+  // it while one of them captures. Caller holds the mutex.
+  void cacheFreed(Block* block, std::vector<sdStream_t> streams) {
+    if (anyCapturePoolActive()) {
+      for (sdStream_t stream : streams) {
+        sdStreamCaptureStatus status = sdStreamCaptureStatusNone;
+        if (sdStreamGetCaptureStatus(stream, &status) == sdSuccess && status != sdStreamCaptureStatusNone) {
+          deferred.emplace_back(block, std::move(streams));
+          return;
+        }
+      }
+    }
+    for (sdStream_t stream : streams) {
+      sdEvent_t event = takeEvent();
+      if (event == nullptr || sdEventRecord(event, stream) != sdSuccess) {
+        // Without the event nobody can tell when the block's work is done, so
+        // it may never be reused: keep it out of the cache (leaked, still
+        // counted as reserved) rather than risk handing out memory in use.
+        LOG(WARNING) << "simdev allocator: cannot record the free of block " << block->ptr
+                     << " on its stream (" << sdGetLastErrorString() << "); the block is not reused";
+        if (event != nullptr) spare_events.push_back(event);
+        return;
+      }
+      block->pending.push_back(PendingUse{stream, event});
+    }
+    cached.at(block->device).emplace(block->size, block);
+  }
+
   [[noreturn]] void throwOutOfMemory(c10::DeviceIndex device, size_t nbytes, const std::string& runtime_message) {
     size_t used = 0;
     size_t capacity = 0;
@@ -201,6 +233,11 @@ c10::DataPtr SimdevAllocator::allocate(size_t nbytes) {
   if (nbytes == 0) return c10::DataPtr(nullptr, nullptr, &deleteBlock, c10_device);
 
   const sdStream_t stream = currentNativeStream(device);
+  if (anyCapturePoolActive()) {  // one atomic load unless some stream captures
+    bool served = false;
+    c10::DataPtr pooled = allocateFromCapturePool(stream, nbytes, &served);
+    if (served) return pooled;
+  }
   const size_t size = roundUp(nbytes);
   Block* block = nullptr;
   {
@@ -267,20 +304,40 @@ void SimdevAllocator::deleteBlock(void* ptr) noexcept {
   std::vector<sdStream_t> streams = std::move(block->recorded_streams);
   block->recorded_streams.clear();
   streams.push_back(block->alloc_stream);
-  for (sdStream_t stream : streams) {
-    sdEvent_t event = impl.takeEvent();
-    if (event == nullptr || sdEventRecord(event, stream) != sdSuccess) {
-      // Without the event nobody can tell when the block's work is done, so
-      // it may never be reused: keep it out of the cache (leaked, still
-      // counted as reserved) rather than risk handing out memory in use.
-      LOG(WARNING) << "simdev allocator: cannot record the free of block " << ptr
-                   << " on its stream (" << sdGetLastErrorString() << "); the block is not reused";
-      if (event != nullptr) impl.spare_events.push_back(event);
-      return;
-    }
-    block->pending.push_back(PendingUse{stream, event});
+  try {
+    impl.cacheFreed(block, std::move(streams));
+  } catch (...) {
+    LOG(WARNING) << "simdev allocator: out of host memory caching block " << ptr << "; the block is not reused";
   }
-  impl.cached.at(block->device).emplace(block->size, block);
+}
+
+void SimdevAllocator::adoptBlock(void* ptr, size_t size, c10::DeviceIndex device,
+                                 const std::vector<sdStream_t>& streams) noexcept {
+  try {
+    auto* block = new Block();
+    block->ptr = ptr;
+    block->size = size;
+    block->device = device;
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    DeviceStats& s = impl_->statsOf(device);
+    s.reserved_bytes[kAggregate].increase(size);
+    s.segment[kAggregate].increase(1);
+    s.num_device_alloc += 1;
+    impl_->cacheFreed(block, streams);
+  } catch (...) {
+    LOG(WARNING) << "simdev allocator: out of host memory adopting block " << ptr << "; the block is not reused";
+  }
+}
+
+void SimdevAllocator::flushDeferredFrees() noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    auto deferred = std::move(impl_->deferred);
+    impl_->deferred.clear();
+    for (auto& entry : deferred) impl_->cacheFreed(entry.first, std::move(entry.second));
+  } catch (...) {
+    LOG(WARNING) << "simdev allocator: out of host memory recording deferred frees; those blocks are not reused";
+  }
 }
 
 c10::DeleterFnPtr SimdevAllocator::raw_deleter() const { return &deleteBlock; }

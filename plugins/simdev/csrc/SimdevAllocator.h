@@ -16,12 +16,21 @@
 //    then the allocation is retried once; if it still fails a
 //    torch.OutOfMemoryError names the device, the numbers and the fixes.
 //
+// Graph capture (SimdevGraphPool.h): while a stream captures, allocations
+// for it come from the capture's pool, not from here; a block whose stream
+// captures when it is freed has its free recorded once the capture ended
+// (an event cannot be recorded on a capturing stream).
+//
 // Sizes are rounded up to kRoundBytes; a cached block serves requests from
 // half its size up. Thread-safe: blocks are freed from any thread, including
 // stream worker threads (when host work drops the last reference).
 #pragma once
 
+#include <simdev/runtime.h>
+
 #include <c10/core/CachingDeviceAllocator.h>
+
+#include <vector>
 
 namespace torch_simdev {
 
@@ -51,6 +60,13 @@ class SimdevAllocator final : public c10::DeviceAllocator {
 
   // The deleter of every DataPtr this allocator returns. Never throws.
   static void deleteBlock(void* ptr) noexcept;
+
+  // Takes a block of the runtime (sdMalloc'ed, `size` bytes, rounded) into
+  // the cache as if freed now after work on each of `streams`. Never throws.
+  void adoptBlock(void* ptr, size_t size, c10::DeviceIndex device, const std::vector<sdStream_t>& streams) noexcept;
+  // Records the frees deferred while their streams captured (call after a
+  // capture ended). Never throws.
+  void flushDeferredFrees() noexcept;
 
  private:
   struct Impl;

@@ -21,10 +21,12 @@ struct HostWork {
   std::function<void()> run;
 };
 
-// The sdHostFn_t of every piece of host work: runs it, owns and frees it,
-// and turns any exception into a stream failure (never across the C ABI).
+// The sdHostFn_t of every piece of host work: runs it and turns any
+// exception into a stream failure (never across the C ABI). The runtime owns
+// the work (sdLaunchHostFuncWithCleanup): a captured graph runs it again on
+// every replay and frees it with the graph.
 int runHostWork(void* user_data) {
-  std::unique_ptr<HostWork> work(static_cast<HostWork*>(user_data));
+  HostWork* work = static_cast<HostWork*>(user_data);
   try {
     // The aliases are plain CPU tensors without autograd history.
     at::AutoDispatchBelowADInplaceOrView below_autograd;
@@ -40,13 +42,15 @@ int runHostWork(void* user_data) {
   return 1;
 }
 
+void freeHostWork(void* user_data) { delete static_cast<HostWork*>(user_data); }
+
 }  // namespace
 
 void enqueueHostWork(sdStream_t stream, const char* what, std::function<void()> work) {
   auto* owned = new HostWork{what, std::move(work)};
-  const sdError_t status = sdLaunchHostFunc(stream, &runHostWork, owned);
-  if (status != sdSuccess) {
-    const std::string message = describeRuntimeError("sdLaunchHostFunc", status);
+  const sdError_t status = sdLaunchHostFuncWithCleanup(stream, &runHostWork, owned, &freeHostWork);
+  if (status != sdSuccess) {  // the runtime did not take the work
+    const std::string message = describeRuntimeError("sdLaunchHostFuncWithCleanup", status);
     delete owned;
     TORCH_CHECK(false, what, ": ", message);
   }

@@ -81,6 +81,16 @@ struct ScopedEvent {
   ScopedEvent& operator=(const ScopedEvent&) = delete;
 };
 
+// A copy within one device has nothing for the host to wait for: while its
+// stream captures, it is recorded like any work instead of synchronizing
+// (which would invalidate the capture). Copies to or from the host still
+// synchronize, and so fail under capture with the runtime's message.
+bool isCapturing(sdStream_t stream) {
+  sdStreamCaptureStatus status = sdStreamCaptureStatusNone;
+  SIMDEV_CHECK(sdStreamGetCaptureStatus(stream, &status));
+  return status != sdStreamCaptureStatusNone;
+}
+
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   const at::Tensor& src = self;
   for (const at::Tensor* t : {&src, &dst}) {
@@ -111,7 +121,9 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   const c10::DeviceIndex device = isSimdev(dst) ? dst.device().index() : src.device().index();
   const sdStream_t stream = currentNativeStream(device);
   enqueueCopy(src, dst, stream);
-  if (!non_blocking) SIMDEV_CHECK(sdStreamSynchronize(stream));
+  if (!non_blocking && !(isSimdev(src) && isSimdev(dst) && isCapturing(stream))) {
+    SIMDEV_CHECK(sdStreamSynchronize(stream));
+  }
   return dst;
 }
 

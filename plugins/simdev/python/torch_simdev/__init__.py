@@ -127,6 +127,8 @@ def _install_devbridge() -> None:
     if _C.guard_has_native_handle() and hasattr(devbridge, "register_current_stream_query"):
         devbridge.register_current_stream_query(_C.current_stream_query(), _BACKEND_NAME)
         devbridge.register_external_stream_hook(_C.external_stream_hook(), _BACKEND_NAME)
+        if hasattr(devbridge, "register_graph_api"):  # graph capture (devbridge.graphs)
+            devbridge.register_graph_api(_C.graph_api(), _BACKEND_NAME)
     try:
         from devbridge.triton import declare_hardware
     except ImportError:  # a devbridge without the Triton integration

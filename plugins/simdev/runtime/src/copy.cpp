@@ -68,6 +68,7 @@ SIMDEV_API sdError_t sdMemcpy(void* dst, const void* src, size_t size, sdMemcpyK
       throw error(sdErrorDeadlock, "called from a host function or kernel running on ", s->describe(),
                   " itself; a blocking copy would wait for itself forever, use sdMemcpyAsync");
     }
+    s->refuse_if_capturing("sdMemcpy (a copy that waits for its stream)");
     simdev::enqueue_copy(dst, src, size, kind, *s);
     s->synchronize();
     s->report_failure();

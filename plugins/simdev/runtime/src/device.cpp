@@ -49,6 +49,7 @@ SIMDEV_API sdError_t sdDeviceSynchronize(int device) {
                     ", which belongs to device ", device, "; it would wait for itself forever");
       }
     }
+    for (const auto& stream : streams) stream->refuse_if_capturing("sdDeviceSynchronize");
     for (const auto& stream : streams) stream->synchronize();
     // Report the first failure; the other streams keep theirs for their own sync.
     for (const auto& stream : streams) stream->report_failure();

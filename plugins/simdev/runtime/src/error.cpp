@@ -38,6 +38,9 @@ SIMDEV_API const char* sdGetErrorName(sdError_t error) {
     case sdErrorNotFound: return "sdErrorNotFound";
     case sdErrorLaunchFailure: return "sdErrorLaunchFailure";
     case sdErrorDeadlock: return "sdErrorDeadlock";
+    case sdErrorStreamCaptureUnsupported: return "sdErrorStreamCaptureUnsupported";
+    case sdErrorStreamCaptureInvalidated: return "sdErrorStreamCaptureInvalidated";
+    case sdErrorInvalidGraph: return "sdErrorInvalidGraph";
     case sdErrorUnknown: return "sdErrorUnknown";
   }
   return "sdErrorUnrecognized";

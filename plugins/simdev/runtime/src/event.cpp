@@ -103,10 +103,11 @@ SIMDEV_API sdError_t sdEventRecord(sdEvent_t event, sdStream_t stream) {
     auto capture = std::make_shared<simdev::Capture>();
     capture->stream = s;
     std::lock_guard<std::mutex> lock(e->mutex);  // concurrent records: one wins whole
-    capture->seq = s->enqueue({false, [capture]() -> std::string {
-                                 capture->reached_at = simdev::Clock::now();
-                                 return {};
-                               }});
+    capture->seq = s->enqueue_uncapturable({false, [capture]() -> std::string {
+                                              capture->reached_at = simdev::Clock::now();
+                                              return {};
+                                            }},
+                                            "sdEventRecord");
     e->capture = std::move(capture);
   });
 }
@@ -152,10 +153,11 @@ SIMDEV_API sdError_t sdStreamWaitEvent(sdStream_t stream, sdEvent_t event) {
     if (!capture) return;  // never recorded: nothing to wait for
     // The capture's marker was queued before this wait, so waits can never
     // form a cycle; the worker just blocks until the other stream passes it.
-    s->enqueue({false, [capture]() -> std::string {
-                  capture->stream->wait_for(capture->seq);
-                  return {};
-                }});
+    s->enqueue_uncapturable({false, [capture]() -> std::string {
+                               capture->stream->wait_for(capture->seq);
+                               return {};
+                             }},
+                             "sdStreamWaitEvent");
   });
 }
 

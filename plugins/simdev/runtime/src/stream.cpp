@@ -118,12 +118,77 @@ void Stream::worker_main() {
   }
 }
 
-uint64_t Stream::enqueue(WorkItem item) {
-  std::lock_guard<std::mutex> lock(mutex_);
+uint64_t Stream::enqueue_locked(WorkItem item) {
   if (stop_reason_ != nullptr) throw error(sdErrorInvalidStream, describe(), " ", stop_reason_);
+  if (capture_) {
+    if (!capture_->invalidated.empty()) {
+      throw error(sdErrorStreamCaptureInvalidated, "the capture on ", describe(), " was invalidated (",
+                  capture_->invalidated, "); end it with sdStreamEndCapture and capture again");
+    }
+    capture_->items.push_back(std::move(item));
+    return 0;
+  }
   queue_.push_back(std::move(item));
   work_ready_.notify_one();
   return ++enqueued_;
+}
+
+uint64_t Stream::enqueue(WorkItem item) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return enqueue_locked(std::move(item));
+}
+
+void Stream::enqueue_all(const std::vector<WorkItem>& items) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const WorkItem& item : items) enqueue_locked(item);
+}
+
+Error Stream::refuse_locked(const char* operation) {
+  std::string reason = std::string(operation) + " on the capturing " + describe();
+  if (capture_->invalidated.empty()) capture_->invalidated = reason;
+  return error(sdErrorStreamCaptureUnsupported, operation, " cannot be captured: ", describe(),
+               " is capturing, and simdev captures the work of one stream with no synchronisation "
+               "or cross-stream ordering in it; the capture is now invalidated. Do it before "
+               "sdStreamBeginCapture or after sdStreamEndCapture");
+}
+
+uint64_t Stream::enqueue_uncapturable(WorkItem item, const char* operation) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (capture_) throw refuse_locked(operation);
+  return enqueue_locked(std::move(item));
+}
+
+void Stream::begin_capture() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (stop_reason_ != nullptr) throw error(sdErrorInvalidStream, describe(), " ", stop_reason_);
+  if (capture_) {
+    throw error(sdErrorInvalidValue, describe(),
+                " is already capturing; end that capture with sdStreamEndCapture first");
+  }
+  capture_ = std::make_unique<Recording>();
+}
+
+Recording Stream::end_capture() {
+  std::unique_ptr<Recording> recording;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!capture_) {
+      throw error(sdErrorInvalidValue, describe(), " is not capturing; call sdStreamBeginCapture first");
+    }
+    recording = std::move(capture_);
+  }
+  return std::move(*recording);
+}
+
+sdStreamCaptureStatus Stream::capture_status() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!capture_) return sdStreamCaptureStatusNone;
+  return capture_->invalidated.empty() ? sdStreamCaptureStatusActive : sdStreamCaptureStatusInvalidated;
+}
+
+void Stream::refuse_if_capturing(const char* operation) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (capture_) throw refuse_locked(operation);
 }
 
 bool Stream::reached(uint64_t seq) {
@@ -238,6 +303,7 @@ SIMDEV_API sdError_t sdStreamDestroy(sdStream_t stream) {
       throw error(sdErrorDeadlock, "called from a host function or kernel running on ", s->describe(),
                   " itself, which cannot wait for its own queue; destroy it from another thread");
     }
+    s->refuse_if_capturing("sdStreamDestroy");
     if (!simdev::registry().table.erase(s->id())) {
       throw error(sdErrorInvalidStream, s->describe(), " was destroyed concurrently by another thread");
     }
@@ -258,6 +324,7 @@ SIMDEV_API sdError_t sdStreamGetDevice(sdStream_t stream, int* out_device) {
 SIMDEV_API sdError_t sdStreamQuery(sdStream_t stream) {
   return api_call("sdStreamQuery", [&] {
     auto s = simdev::find_stream(stream);
+    s->refuse_if_capturing("sdStreamQuery");
     s->report_failure();
     return s->idle() ? sdSuccess : sdErrorNotReady;
   });
@@ -270,6 +337,7 @@ SIMDEV_API sdError_t sdStreamSynchronize(sdStream_t stream) {
       throw error(sdErrorDeadlock, "called from a host function or kernel running on ", s->describe(),
                   " itself; it would wait for itself forever. Synchronize from another thread, or order work with events");
     }
+    s->refuse_if_capturing("sdStreamSynchronize");
     s->synchronize();
     s->report_failure();
   });
@@ -288,6 +356,52 @@ SIMDEV_API sdError_t sdLaunchHostFunc(sdStream_t stream, sdHostFn_t fn, void* us
                           << where;
                   return failure.str();
                 }});
+  });
+}
+
+namespace simdev {
+namespace {
+
+// The user data of sdLaunchHostFuncWithCleanup: shared by every queued and
+// recorded copy of the work, cleaned up when the last copy is dropped.
+struct OwnedUserData {
+  OwnedUserData(void* data, void (*fn)(void*)) : user_data(data), cleanup(fn) {}
+  OwnedUserData(const OwnedUserData&) = delete;
+  OwnedUserData& operator=(const OwnedUserData&) = delete;
+  void* const user_data;
+  void (*const cleanup)(void*);
+  bool armed = true;  // false when the launch failed: the caller keeps user_data
+  ~OwnedUserData() {
+    if (armed) cleanup(user_data);
+  }
+};
+
+}  // namespace
+}  // namespace simdev
+
+SIMDEV_API sdError_t sdLaunchHostFuncWithCleanup(sdStream_t stream, sdHostFn_t fn, void* user_data,
+                                                 void (*cleanup)(void*)) {
+  return api_call("sdLaunchHostFuncWithCleanup", [&] {
+    auto s = simdev::find_stream(stream);
+    if (fn == nullptr) throw error(sdErrorInvalidValue, "fn is NULL; pass the host function to queue");
+    if (cleanup == nullptr) {
+      throw error(sdErrorInvalidValue, "cleanup is NULL; pass the function that frees user_data, or use sdLaunchHostFunc");
+    }
+    auto owned = std::make_shared<simdev::OwnedUserData>(user_data, cleanup);
+    const std::string where = s->describe();
+    try {
+      s->enqueue({true, [fn, owned, where]() -> std::string {
+                    const int rc = fn(owned->user_data);
+                    if (rc == 0) return {};
+                    std::ostringstream failure;
+                    failure << "host function " << reinterpret_cast<void*>(fn) << " returned " << rc << " on "
+                            << where;
+                    return failure.str();
+                  }});
+    } catch (...) {
+      owned->armed = false;
+      throw;
+    }
   });
 }
 

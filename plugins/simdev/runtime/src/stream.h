@@ -4,6 +4,11 @@
 // number (1, 2, ...), and the worker counts completed items. "Item n is done"
 // is then simply completed >= n, which is what events capture and what
 // cross-stream waits block on.
+//
+// Capture (graph.cpp): while a stream captures, enqueue() appends the item to
+// the capture's recording instead of the queue; operations that need the
+// queue's progress (event markers, waits, synchronisation) refuse and
+// invalidate the capture instead (enqueue_uncapturable, refuse_if_capturing).
 #ifndef SIMDEV_SRC_STREAM_H_
 #define SIMDEV_SRC_STREAM_H_
 
@@ -19,6 +24,8 @@
 #include <thread>
 #include <vector>
 
+#include "error.h"
+
 namespace simdev {
 
 struct WorkItem {
@@ -28,6 +35,12 @@ struct WorkItem {
   // Returns "" on success, otherwise a description of the failure that
   // becomes the stream's sticky failure.
   std::function<std::string()> run;
+};
+
+// What a capturing stream records (graph.cpp turns it into a graph).
+struct Recording {
+  std::vector<WorkItem> items;
+  std::string invalidated;  // non-empty once invalidated: what broke the capture
 };
 
 class Stream {
@@ -44,8 +57,24 @@ class Stream {
   std::string describe() const;
 
   // Queues `item` and returns its sequence number; never waits for queued
-  // work. Throws sdErrorInvalidStream once the stream is stopping.
+  // work. Throws sdErrorInvalidStream once the stream is stopping. While the
+  // stream captures, records `item` instead and returns 0 (throws
+  // sdErrorStreamCaptureInvalidated once the capture was invalidated).
   uint64_t enqueue(WorkItem item);
+  // enqueue() for each of `items` (copies), with no other work in between.
+  void enqueue_all(const std::vector<WorkItem>& items);
+  // enqueue() for work whose sequence number matters (event markers, waits):
+  // refused, and the capture invalidated, while the stream captures.
+  uint64_t enqueue_uncapturable(WorkItem item, const char* operation);
+
+  // Capture. begin: throws sdErrorInvalidValue if already capturing. end:
+  // the recording (the capture ends even if it was invalidated; the caller
+  // reports that). refuse_if_capturing: throws sdErrorStreamCaptureUnsupported
+  // naming `operation` and invalidates the capture, if there is one.
+  void begin_capture();
+  Recording end_capture();
+  sdStreamCaptureStatus capture_status();
+  void refuse_if_capturing(const char* operation);
   bool reached(uint64_t seq);
   void wait_for(uint64_t seq);
   // Waits for everything queued before the call.
@@ -63,6 +92,10 @@ class Stream {
 
  private:
   void worker_main();
+  // Caller holds mutex_. Queues or records `item`.
+  uint64_t enqueue_locked(WorkItem item);
+  // Caller holds mutex_ and capture_ is set: the error that refuses `operation`.
+  Error refuse_locked(const char* operation);
 
   const uint64_t id_;
   const int device_;
@@ -75,6 +108,7 @@ class Stream {
   uint64_t enqueued_ = 0;
   uint64_t completed_ = 0;
   std::string failure_;
+  std::unique_ptr<Recording> capture_;  // non-null while capturing
   const char* stop_reason_ = nullptr;  // non-NULL once stopping
   std::thread worker_;                 // last member: starts after the rest exist
 };

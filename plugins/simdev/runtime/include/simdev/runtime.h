@@ -74,7 +74,7 @@ extern "C" {
 
 /*! \brief Runtime API version: bumped on every change of this header. */
 #define SIMDEV_RUNTIME_VERSION_MAJOR 1
-#define SIMDEV_RUNTIME_VERSION_MINOR 1
+#define SIMDEV_RUNTIME_VERSION_MINOR 2
 
 /*! \brief Error codes. Values are stable; new codes get new numbers. */
 typedef enum {
@@ -103,6 +103,14 @@ typedef enum {
   sdErrorLaunchFailure = 11,
   /*! \brief A call would wait on the calling worker's own stream (deadlock). */
   sdErrorDeadlock = 12,
+  /*! \brief The operation cannot be captured (a synchronisation, an event on a
+   *  capturing stream); the capture is invalidated. Since 1.2. */
+  sdErrorStreamCaptureUnsupported = 13,
+  /*! \brief The stream's capture was invalidated by an earlier operation; end it
+   *  with sdStreamEndCapture. Since 1.2. */
+  sdErrorStreamCaptureInvalidated = 14,
+  /*! \brief The graph (or executable graph) handle is not live, or is of the other kind. Since 1.2. */
+  sdErrorInvalidGraph = 15,
   /*! \brief Anything else; the message says what. */
   sdErrorUnknown = 999
 } sdError_t;
@@ -123,6 +131,15 @@ typedef struct sdStream_st* sdStream_t; /*!< opaque; NULL is never a valid strea
 typedef struct sdEvent_st* sdEvent_t;   /*!< opaque */
 typedef struct sdModule_st* sdModule_t; /*!< opaque */
 typedef struct sdFunction_st* sdFunction_t; /*!< opaque; lives as long as its module */
+typedef struct sdGraph_st* sdGraph_t;         /*!< opaque: a captured graph (since 1.2) */
+typedef struct sdGraphExec_st* sdGraphExec_t; /*!< opaque: an instantiated graph (since 1.2) */
+
+/*! \brief Capture state of a stream (since 1.2). */
+typedef enum {
+  sdStreamCaptureStatusNone = 0,        /*!< not capturing */
+  sdStreamCaptureStatusActive = 1,      /*!< capturing: work is recorded, not run */
+  sdStreamCaptureStatusInvalidated = 2  /*!< capturing, but an uncapturable operation broke it */
+} sdStreamCaptureStatus;
 
 /*!
  * \brief A host function queued on a stream. Runs on the stream's worker.
@@ -226,8 +243,18 @@ SIMDEV_API sdError_t sdStreamSynchronize(sdStream_t stream);
 /*! \brief Work queued on `stream` after this call waits until `event`'s current capture
  *  completes (any device). Returns at once; a never-recorded event is a no-op. */
 SIMDEV_API sdError_t sdStreamWaitEvent(sdStream_t stream, sdEvent_t event);
-/*! \brief Queue `fn(user_data)` on `stream`. */
+/*! \brief Queue `fn(user_data)` on `stream`. Captured like any work: a graph replays
+ *  `fn(user_data)` each time, so `user_data` must stay valid while the graph lives. */
 SIMDEV_API sdError_t sdLaunchHostFunc(sdStream_t stream, sdHostFn_t fn, void* user_data);
+/*!
+ * \brief sdLaunchHostFunc whose `user_data` the runtime owns: `cleanup(user_data)` runs
+ *  once no queued or captured copy of the work is left (after the work ran, or when
+ *  the graphs that recorded it are destroyed and their replays have run), on whichever
+ *  thread drops the last copy. `fn` may then run several times (replays). On failure
+ *  the call does not take `user_data` and never calls `cleanup`. Since 1.2.
+ */
+SIMDEV_API sdError_t sdLaunchHostFuncWithCleanup(sdStream_t stream, sdHostFn_t fn, void* user_data,
+                                                 void (*cleanup)(void* user_data));
 
 /* ---------------------------------------------------------------- events */
 
@@ -271,6 +298,45 @@ SIMDEV_API sdError_t sdModuleGetFunction(sdFunction_t* out_function, sdModule_t 
 SIMDEV_API sdError_t sdLaunchKernel(sdFunction_t function, uint32_t grid_x, uint32_t grid_y,
                                     uint32_t grid_z, void** args, const size_t* arg_sizes,
                                     int num_args, sdStream_t stream);
+
+/* ---------------------------------------------------------------- graphs (since 1.2)
+ *
+ * Stream capture, after CUDA graphs: between sdStreamBeginCapture and
+ * sdStreamEndCapture the work queued on the stream (copies, memsets, host
+ * functions, kernels, graph launches; from any thread) is recorded instead of
+ * run. A replay (sdGraphLaunch) queues copies of the recorded items, in
+ * order, on the replay stream, where they run like freshly queued work (the
+ * debug delay included). Pointers and argument values are the ones recorded:
+ * memory the graph's work uses must stay allocated while the graph lives.
+ *
+ * One stream is captured, with no cross-stream dependencies: on a capturing
+ * stream sdEventRecord, sdStreamWaitEvent, sdStreamSynchronize, sdStreamQuery,
+ * sdMemcpy and sdStreamDestroy, and sdDeviceSynchronize of its device, fail
+ * with sdErrorStreamCaptureUnsupported and invalidate the capture. Work queued
+ * on an invalidated capture fails with sdErrorStreamCaptureInvalidated, and so
+ * does sdStreamEndCapture, which ends the capture in every case. Other streams
+ * run their work as usual meanwhile.
+ */
+
+/*! \brief Start recording `stream`'s work. sdErrorInvalidValue if it already captures. */
+SIMDEV_API sdError_t sdStreamBeginCapture(sdStream_t stream);
+/*! \brief Stop recording and return the recorded work as a new graph (possibly empty).
+ *  sdErrorInvalidValue if the stream is not capturing; sdErrorStreamCaptureInvalidated
+ *  (with the reason) if the capture was invalidated: the capture ends, no graph. */
+SIMDEV_API sdError_t sdStreamEndCapture(sdStream_t stream, sdGraph_t* out_graph);
+/*! \brief The capture state of `stream`. */
+SIMDEV_API sdError_t sdStreamGetCaptureStatus(sdStream_t stream, sdStreamCaptureStatus* out_status);
+/*! \brief Number of recorded work items in `graph`. */
+SIMDEV_API sdError_t sdGraphGetNodeCount(sdGraph_t graph, size_t* out_count);
+/*! \brief An executable graph of `graph`'s work; it stays valid after sdGraphDestroy(graph). */
+SIMDEV_API sdError_t sdGraphInstantiate(sdGraphExec_t* out_exec, sdGraph_t graph);
+/*! \brief Queue the executable's work on `stream`, a stream of the device it was captured
+ *  on, as one uninterrupted sequence. Returns without waiting. */
+SIMDEV_API sdError_t sdGraphLaunch(sdGraphExec_t exec, sdStream_t stream);
+/*! \brief Destroy a graph. Its executables and queued replays keep what they need. */
+SIMDEV_API sdError_t sdGraphDestroy(sdGraph_t graph);
+/*! \brief Destroy an executable graph. Replays already queued still run. */
+SIMDEV_API sdError_t sdGraphExecDestroy(sdGraphExec_t exec);
 
 #ifdef __cplusplus
 }  // extern "C"
