@@ -28,6 +28,7 @@ import threading
 import warnings
 
 from .convolution import cudnn_convolution_format, declare_convolution_format  # noqa: F401
+from .graph_capture import graph_capture_counts  # noqa: F401
 
 _lock = threading.RLock()
 _registered: str | None = None  # register() done for this device
@@ -156,6 +157,9 @@ def register(device: str | None = None) -> str:
                        f"{name!r} only where max-autotune was asked for)")
         how = _torch_api.register_benchmarker(name)
         patched.append(f"torch._inductor.runtime.benchmarking: {how}")
+        from . import graph_capture
+
+        patched += graph_capture.install(name)
         _patched[:] = patched
         _registered = _runtime_registered = name
         return name

@@ -596,3 +596,106 @@ def _wrap_benchmarker_for(plugin: str, benchmarking) -> str:
     instance.benchmark = benchmark
     return "benchmarker.benchmark wrapped (torch 2.11 has no benchmarker registry): Triton's do_bench on the " \
            f"{plugin!r} stream"
+
+
+# ---------------------------------------------------------- graph capture
+
+def accept_graph_capture(device: str, graphify, refusal, report_skip) -> list[str]:
+    """torch.compile(mode="reduce-overhead") for `device` (graph_capture.py).
+
+    Inductor hands a compiled graph to CUDA graph trees only when its nodes
+    are on cuda alone: cudagraph_utils.check_multiple_devices_or_any_cpu_nodes
+    calls any other device "multiple devices", and for a graph without cuda
+    output_code only counts the skip, silently. So:
+      - check_multiple_devices_or_any_cpu_nodes is replaced: a graph on
+        `device` alone (meta, and with graph partitions the CPU, left out
+        as torch leaves them out) passes unless refusal(graph_lowering)
+        names a reason; anything else gets torch's answer;
+      - compile_fx.cudagraphify (looked up by name at each call in
+        output_code's cudagraph_post_compile and
+        cudagraph_partition_post_compile, and in CUDAGraphPolicy.cudagraphify)
+        is replaced by a dispatcher: a callable whose first call brings
+        tensors of `device` goes to graphify(model, static_input_idxs,
+        mutated_input_idxs=...), any other to torch's cudagraphify;
+      - output_code.cudagraph_post_compile is wrapped: where it turns capture
+        off for a graph on `device` (mutated inputs, non-tensor inputs, ...),
+        report_skip(reasons) says so, as torch says so for cuda.
+    Checked on 2.11 and 2.13."""
+    from torch._inductor import compile_fx, cudagraph_utils, output_code
+    from torch._inductor.virtualized import V
+
+    patched = []
+    original_check = cudagraph_utils.check_multiple_devices_or_any_cpu_nodes
+    if not getattr(original_check, "_devbridge_device", None):
+        def check_multiple_devices_or_any_cpu_nodes(device_node_mapping):
+            devices = {d for d in device_node_mapping if d.type != "meta"}
+            if _using_graph_partition():
+                devices = {d for d in devices if d.type != "cpu"}
+            if len(devices) == 1 and next(iter(devices)).type == device:
+                return refusal(V.graph)
+            return original_check(device_node_mapping)
+
+        check_multiple_devices_or_any_cpu_nodes._devbridge_device = device
+        cudagraph_utils.check_multiple_devices_or_any_cpu_nodes = check_multiple_devices_or_any_cpu_nodes
+        _rebind_everywhere(original_check, check_multiple_devices_or_any_cpu_nodes)
+    patched.append("torch._inductor.cudagraph_utils.check_multiple_devices_or_any_cpu_nodes: replaced (a graph "
+                   f"on {device!r} alone may be captured)")
+
+    original_cudagraphify = compile_fx.cudagraphify
+    if not getattr(original_cudagraphify, "_devbridge_device", None):
+        def cudagraphify(model, static_input_idxs=(), **kwargs):
+            chosen = None
+
+            def run(new_inputs):
+                nonlocal chosen
+                if chosen is None:
+                    on_device = any(isinstance(x, torch.Tensor) and x.device.type == device for x in new_inputs)
+                    if on_device:
+                        chosen = graphify(model, static_input_idxs,
+                                          mutated_input_idxs=kwargs.get("mutated_input_idxs", ()))
+                    else:
+                        chosen = original_cudagraphify(model, static_input_idxs, **kwargs)
+                return chosen(new_inputs)
+
+            return run
+
+        cudagraphify._devbridge_device = device
+        compile_fx.cudagraphify = cudagraphify
+    patched.append(f"torch._inductor.compile_fx.cudagraphify: replaced ({device!r} graphs through "
+                   "devbridge.graphs, others through CUDA graph trees)")
+
+    for name in ("cudagraph_post_compile", "cudagraph_partition_post_compile"):  # the second: graph partitions
+        original = getattr(output_code, name, None)
+        if original is None or getattr(original, "_devbridge_device", None):
+            continue
+        output_code.__dict__[name] = _reporting_skips(original, device, report_skip)
+        patched.append(f"torch._inductor.output_code.{name}: wrapped (why a {device!r} graph is not "
+                       "captured is logged, as for cuda)")
+    return patched
+
+
+def _reporting_skips(post_compile, device: str, report_skip):
+    def wrapper(example_inputs, compiled_graph, cudagraphs, *args, **kwargs):
+        result = post_compile(example_inputs, compiled_graph, cudagraphs, *args, **kwargs)
+        if not cudagraphs and device in getattr(compiled_graph, "device_types", ()):
+            info = getattr(compiled_graph, "cudagraph_info", None)
+            report_skip(list(getattr(info, "cudagraph_fail_reasons", None) or ["Inductor turned capture off"]))
+        return result
+
+    wrapper._devbridge_device = device
+    wrapper.__wrapped__ = post_compile
+    return wrapper
+
+
+def _using_graph_partition() -> bool:
+    from torch._inductor import utils
+
+    using = getattr(utils, "is_using_cudagraph_partition", None)
+    return bool(using and using())
+
+
+def lowering_nodes(graph_lowering) -> list:
+    """The FX nodes of the graph Inductor is lowering (GraphLowering.module)."""
+    module = getattr(graph_lowering, "module", None)
+    graph = getattr(module, "graph", None)
+    return list(graph.nodes) if graph is not None else []

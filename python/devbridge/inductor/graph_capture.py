@@ -1,0 +1,192 @@
+"""torch.compile(mode="reduce-overhead") on a plugin device: the compiled
+graphs Inductor would hand to CUDA graph trees on cuda are captured with
+devbridge.graphs (the plugin's graph table) and replayed.
+
+Per compiled graph (or graph partition) and per input signature (shapes,
+strides, dtypes, integer values), as torch's CUDA graphs do:
+  1st call   runs the compiled code as it is (the warm-up: autotuning, lazy
+             kernel loads, library handles happen outside any capture);
+  2nd call   copies the inputs into static buffers, captures one run of the
+             compiled code on the device's side stream, replays it;
+  later      copies the inputs into the static buffers (parameters and other
+             static inputs are used in place), replays on the current stream,
+             copies mutated inputs back.
+A new signature (a new shape under dynamic=True, ...) gets a capture of its
+own. Where a graph cannot be captured, it runs as compiled, with one log
+line that says why: nodes on other devices, random numbers (a replay would
+repeat the captured draws: plugin generators are not registered with
+graphs), a plugin without a graph table, mutated inputs Inductor does not
+let a capture own, a capture the plugin refuses.
+
+One difference from CUDA graph trees: a graph's outputs are its static
+buffers, overwritten by its next replay (torch's own behaviour with
+torch._inductor.config.triton.cudagraph_trees=False). Clone an output that
+must outlive the next call of the compiled function.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import torch
+
+log = logging.getLogger("devbridge.inductor")
+
+_counts_lock = threading.Lock()
+_counts = {"captures": 0, "replays": 0, "not_captured": 0}
+
+
+def graph_capture_counts() -> dict:
+    """How many graphs were captured, replayed and left uncaptured in this
+    process (reduce-overhead on the plugin device)."""
+    with _counts_lock:
+        return dict(_counts)
+
+
+def _count(what: str) -> None:
+    with _counts_lock:
+        _counts[what] += 1
+
+
+def _report(device: str, reason: str) -> None:
+    _count("not_captured")
+    log.warning("devbridge: torch.compile(mode='reduce-overhead') on %s runs this graph without graph capture: %s",
+                device, reason)
+
+
+def install(device: str) -> list[str]:
+    """Route reduce-overhead graphs of `device` here; returns what was patched."""
+    from . import _torch_api
+
+    return _torch_api.accept_graph_capture(
+        device, graphify=lambda model, static, mutated_input_idxs=(): _Graphified(device, model, static,
+                                                                                 mutated_input_idxs),
+        refusal=lambda graph_lowering: _refusal(device, graph_lowering),
+        report_skip=lambda reasons: _report(device, "; ".join(reasons)))
+
+
+def _refusal(device: str, graph_lowering) -> str | None:
+    """Why a graph on `device` alone cannot be captured (None: it can)."""
+    from .. import graphs
+    from . import _torch_api
+
+    reason = None
+    if not graphs.is_available(device):
+        reason = (f"the {device} plugin registered no graph table (include/devbridge/c_graph_api.h, "
+                  "devbridge.graphs.register_graph_api)")
+    else:
+        seeded = [node for node in _torch_api.lowering_nodes(graph_lowering) if _draws_random_numbers(node)]
+        if seeded:
+            reason = (f"it draws random numbers ({seeded[0].target}); a replay would repeat the draws of the "
+                      "capture")
+    if reason is not None:
+        _report(device, reason)
+        return f"devbridge: {reason}"
+    return None
+
+
+def _draws_random_numbers(node) -> bool:
+    target = getattr(node, "target", None)
+    tags = getattr(target, "tags", ())
+    if torch.Tag.nondeterministic_seeded in tags:
+        return True
+    name = str(target)
+    return any(word in name for word in ("inductor_seed", "inductor_random", "inductor_randint", "philox"))
+
+
+def _signature(inputs) -> tuple:
+    return tuple((tuple(x.shape), x.stride(), x.dtype, x.device, x.storage_offset()) if isinstance(x, torch.Tensor)
+                 else (type(x), x if isinstance(x, (int, float, bool)) else None) for x in inputs)
+
+
+def _expanded_dims(t: torch.Tensor) -> list[int]:
+    return [d for d in range(t.dim()) if t.stride(d) == 0 and t.size(d) > 1]
+
+
+def _copy_into(dst: torch.Tensor, src: torch.Tensor) -> None:
+    """dst.copy_(src) for a dst that may be expanded (stride 0, which copy_
+    refuses as overlapping): every element of an expanded dimension is the
+    same memory, so index 0 of it is copied."""
+    dims = _expanded_dims(dst)
+    for d in dims:
+        dst, src = dst.narrow(d, 0, 1), src.narrow(d, 0, 1)
+    dst.copy_(src)
+
+
+class _Capture:
+    __slots__ = ("graph", "static_inputs", "copied", "written_back", "outputs")
+
+
+class _Graphified:
+    """The replacement of one compiled callable (boxed: it takes the list of
+    inputs and may empty it)."""
+
+    def __init__(self, device: str, model, static_input_idxs, mutated_input_idxs):
+        self.device = device
+        self.model = model
+        self.static = frozenset(static_input_idxs)
+        self.mutated = frozenset(mutated_input_idxs)
+        self.lock = threading.Lock()
+        self.warmed: set = set()
+        self.captures: dict = {}
+        self.uncaptured: set = set()
+
+    def __call__(self, inputs: list):
+        key = _signature(inputs)
+        capture = self.captures.get(key)
+        if capture is None:
+            with self.lock:
+                if key in self.uncaptured or key not in self.warmed:
+                    self.warmed.add(key)
+                    return self.model(inputs)
+                capture = self.captures.get(key)
+                if capture is None:
+                    capture = self._capture(inputs)
+                    if capture is None:
+                        self.uncaptured.add(key)
+                        return self.model(inputs)
+                    self.captures[key] = capture
+        return self._replay(capture, inputs)
+
+    def _capture(self, inputs: list) -> _Capture | None:
+        from .. import graphs
+
+        capture = _Capture()
+        capture.static_inputs = []
+        capture.copied, capture.written_back = [], []
+        for i, x in enumerate(inputs):
+            if isinstance(x, torch.Tensor) and i not in self.static:
+                buffer = torch.empty_strided(x.size(), x.stride(), dtype=x.dtype, device=x.device)
+                _copy_into(buffer, x)
+                capture.static_inputs.append(buffer)
+                capture.copied.append(i)
+                if i in self.mutated:
+                    capture.written_back.append(i)
+            else:
+                capture.static_inputs.append(x)
+        capture.graph = graphs.Graph()
+        device = next(x.device for x in inputs if isinstance(x, torch.Tensor) and x.device.type == self.device)
+        try:
+            with torch.accelerator.device_index(device.index):
+                with graphs.graph(capture.graph):
+                    capture.outputs = self.model(list(capture.static_inputs))
+        except Exception as error:  # noqa: BLE001  (the plugin's refusal: run the graph as compiled)
+            _report(self.device, f"the plugin refused the capture: {error}")
+            return None
+        _count("captures")
+        return capture
+
+    def _replay(self, capture: _Capture, inputs: list):
+        static_inputs = capture.static_inputs
+        for i in capture.copied:
+            source, target = inputs[i], static_inputs[i]
+            if source.data_ptr() != target.data_ptr():
+                _copy_into(target, source)
+        capture.graph.replay()
+        for i in capture.written_back:
+            inputs[i].copy_(static_inputs[i])
+        inputs.clear()
+        _count("replays")
+        outputs = capture.outputs
+        return list(outputs) if isinstance(outputs, list) else outputs
