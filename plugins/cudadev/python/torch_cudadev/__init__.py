@@ -81,9 +81,11 @@ def _install_devbridge() -> None:
         devbridge.register_current_stream_query(_C.current_stream_query(), _BACKEND_NAME)
         devbridge.register_external_stream_hook(_C.external_stream_hook(), _BACKEND_NAME)
     # Graph capture (devbridge.graphs): CUDA graphs of cudadev's streams.
-    graphs = getattr(devbridge, "graphs", None)
-    if graphs is not None:
-        graphs.register_graph_api(_C.graph_api(), _BACKEND_NAME)
+    # devbridge.register_graph_api, not devbridge.graphs.register_graph_api:
+    # while torch's autoload runs inside `import devbridge`, the submodule may
+    # not exist yet, and devbridge records the table until it does.
+    if hasattr(devbridge, "register_graph_api"):
+        devbridge.register_graph_api(_C.graph_api(), _BACKEND_NAME)
     # Triton: cudadev runs on NVIDIA GPUs, so NVIDIA's Triton compiler builds
     # its kernels and devbridge launches the cubins through libcuda.
     try:
