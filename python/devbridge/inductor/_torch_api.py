@@ -41,6 +41,12 @@ Sources: torch/_dynamo/, torch/_inductor/ and torch/utils/_triton.py of pytorch
            config.use_static_triton_launcher, cpp_wrapper,
            static_launch_user_defined_triton_kernels,
            strict_static_triton_launcher; triton_helpers.get_constexprs
+  graphs   torch._inductor.cudagraph_utils.check_multiple_devices_or_any_cpu_nodes
+           (replaced), compile_fx.cudagraphify (replaced),
+           output_code.cudagraph_post_compile and
+           cudagraph_partition_post_compile (wrapped), utils.
+           is_using_cudagraph_partition, GraphLowering.module: reduce-overhead
+           on the plugin device (accept_graph_capture)
   timing   torch._inductor.runtime.benchmarking.register_benchmarker and
            Benchmarker.benchmark_gpu(device_type=) (2.13 only; 2.11 has no
            registry: benchmarking.benchmarker.benchmark wrapped for the
@@ -652,7 +658,8 @@ def accept_graph_capture(device: str, graphify, refusal, report_skip) -> list[st
                     on_device = any(isinstance(x, torch.Tensor) and x.device.type == device for x in new_inputs)
                     if on_device:
                         chosen = graphify(model, static_input_idxs,
-                                          mutated_input_idxs=kwargs.get("mutated_input_idxs", ()))
+                                          mutated_input_idxs=kwargs.get("mutated_input_idxs", ()),
+                                          is_backward=bool(kwargs.get("is_backward", False)))
                     else:
                         chosen = original_cudagraphify(model, static_input_idxs, **kwargs)
                 return chosen(new_inputs)

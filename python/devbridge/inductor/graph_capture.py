@@ -18,15 +18,19 @@ repeat the captured draws: plugin generators are not registered with
 graphs), a plugin without a graph table, mutated inputs Inductor does not
 let a capture own, a capture the plugin refuses.
 
-One difference from CUDA graph trees: a graph's outputs are its static
-buffers, overwritten by its next replay (torch's own behaviour with
-torch._inductor.config.triton.cudagraph_trees=False). Clone an output that
-must outlive the next call of the compiled function.
+One difference from CUDA graph trees: the outputs of a forward graph are
+its static buffers, overwritten by its next replay (torch's own behaviour
+with torch._inductor.config.triton.cudagraph_trees=False); clone an output
+that must outlive the next call of the compiled function. A backward graph's
+outputs (the gradients) that are still held when it replays again
+(torch.autograd.grad's results, kept) are first moved to memory of their
+own.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 
 import torch
@@ -60,8 +64,8 @@ def install(device: str) -> list[str]:
     from . import _torch_api
 
     return _torch_api.accept_graph_capture(
-        device, graphify=lambda model, static, mutated_input_idxs=(): _Graphified(device, model, static,
-                                                                                 mutated_input_idxs),
+        device, graphify=lambda model, static, mutated_input_idxs=(), is_backward=False: _Graphified(
+            device, model, static, mutated_input_idxs, is_backward),
         refusal=lambda graph_lowering: _refusal(device, graph_lowering),
         report_skip=lambda reasons: _report(device, "; ".join(reasons)))
 
@@ -115,15 +119,16 @@ def _copy_into(dst: torch.Tensor, src: torch.Tensor) -> None:
 
 
 class _Capture:
-    __slots__ = ("graph", "static_inputs", "copied", "written_back", "outputs")
+    __slots__ = ("graph", "static_inputs", "copied", "written_back", "outputs", "as_tuple", "memory")
 
 
 class _Graphified:
     """The replacement of one compiled callable (boxed: it takes the list of
     inputs and may empty it)."""
 
-    def __init__(self, device: str, model, static_input_idxs, mutated_input_idxs):
+    def __init__(self, device: str, model, static_input_idxs, mutated_input_idxs, is_backward=False):
         self.device = device
+        self.is_backward = is_backward
         self.model = model
         self.static = frozenset(static_input_idxs)
         self.mutated = frozenset(mutated_input_idxs)
@@ -170,10 +175,15 @@ class _Graphified:
         try:
             with torch.accelerator.device_index(device.index):
                 with graphs.graph(capture.graph):
-                    capture.outputs = self.model(list(capture.static_inputs))
+                    outputs = self.model(list(capture.static_inputs))
         except Exception as error:  # noqa: BLE001  (the plugin's refusal: run the graph as compiled)
             _report(self.device, f"the plugin refused the capture: {error}")
             return None
+        capture.as_tuple = isinstance(outputs, tuple)
+        capture.outputs = list(outputs)
+        # The graph's own output memory, for handing out fresh tensors over it
+        # when a backward graph's earlier outputs are still held (_replay).
+        capture.memory = [o.detach() if isinstance(o, torch.Tensor) else o for o in capture.outputs]
         _count("captures")
         return capture
 
@@ -183,10 +193,29 @@ class _Graphified:
             source, target = inputs[i], static_inputs[i]
             if source.data_ptr() != target.data_ptr():
                 _copy_into(target, source)
+        if self.is_backward:
+            _move_held_outputs(capture)
         capture.graph.replay()
         for i in capture.written_back:
             inputs[i].copy_(static_inputs[i])
         inputs.clear()
         _count("replays")
-        outputs = capture.outputs
-        return list(outputs) if isinstance(outputs, list) else outputs
+        return tuple(capture.outputs) if capture.as_tuple else list(capture.outputs)
+
+
+# References to an output tensor while _move_held_outputs looks at it: the
+# outputs list, the local name and getrefcount's own argument.
+_OWN_REFERENCES = 3
+
+
+def _move_held_outputs(capture: _Capture) -> None:
+    """Before a backward graph replays: an output of its previous replay that
+    somebody still holds (torch.autograd.grad's results, kept) gets memory of
+    its own with its values, and the graph's memory is handed out as a new
+    tensor. (Gradients accumulated into .grad are autograd's own copies.)"""
+    outputs = capture.outputs
+    for i in range(len(outputs)):
+        tensor = outputs[i]
+        if isinstance(tensor, torch.Tensor) and sys.getrefcount(tensor) > _OWN_REFERENCES:
+            tensor.data = tensor.clone()
+            outputs[i] = capture.memory[i].detach()

@@ -1,0 +1,199 @@
+"""torch.compile(mode="reduce-overhead") on simdev (devbridge/inductor/
+graph_capture.py): after one warm-up call each compiled graph is captured
+with devbridge.graphs and later calls replay it. Every case compares with
+eager across replays with new inputs, and the capture counts prove the
+replays happened (a silently uncaptured graph would pass the value checks)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+pytest.importorskip("triton", reason="Triton is not installed: pip install triton==3.7.1")
+
+from devbridge.inductor import graph_capture_counts  # noqa: E402
+
+from inductor_support import private_inductor, reset_dynamo_around_test  # noqa: E402
+from launch_support import skip_without_simdev  # noqa: E402
+
+pytestmark = skip_without_simdev
+
+
+@pytest.fixture(scope="module", autouse=True)
+def inductor_for_simdev(tmp_path_factory):
+    with private_inductor(tmp_path_factory.mktemp("inductor-cache")):
+        yield
+
+
+fresh_dynamo = pytest.fixture(autouse=True)(reset_dynamo_around_test)
+
+
+@pytest.fixture(autouse=True)
+def no_delay_left():
+    yield
+    torch.simdev.set_op_delay_us(0)
+
+
+def host(*shape, seed):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def mlp(x, w1, w2):
+    return torch.relu(x @ w1 + 1.0) @ w2
+
+
+class Counted:
+    """Capture counts of this process from here on."""
+
+    def __init__(self):
+        self.start = graph_capture_counts()
+
+    def __getitem__(self, what):
+        return graph_capture_counts()[what] - self.start[what]
+
+
+def test_replays_match_eager_with_new_inputs():
+    counted = Counted()
+    w1, w2 = host(32, 64, seed=0).to("simdev"), host(64, 16, seed=1).to("simdev")
+    compiled = torch.compile(mlp, mode="reduce-overhead")
+    for seed in range(2, 7):
+        x = host(8, 32, seed=seed).to("simdev")
+        out = compiled(x, w1, w2)
+        torch.testing.assert_close(out.cpu(), mlp(x, w1, w2).cpu())
+    # call 1 warms up, call 2 captures and replays, calls 3-5 replay
+    assert counted["captures"] == 1 and counted["replays"] == 4, graph_capture_counts()
+    assert counted["not_captured"] == 0
+
+
+def test_outputs_are_overwritten_by_the_next_replay_as_documented():
+    w1, w2 = host(32, 64, seed=0).to("simdev"), host(64, 16, seed=1).to("simdev")
+    compiled = torch.compile(mlp, mode="reduce-overhead")
+    xs = [host(8, 32, seed=seed).to("simdev") for seed in (2, 3, 4)]
+    compiled(xs[0], w1, w2)
+    kept = compiled(xs[1], w1, w2).clone()  # a kept output is cloned
+    overwritten = compiled(xs[1], w1, w2)
+    compiled(xs[2], w1, w2)  # replays into the same buffer
+    torch.testing.assert_close(kept.cpu(), mlp(xs[1], w1, w2).cpu())
+    torch.testing.assert_close(overwritten.cpu(), mlp(xs[2], w1, w2).cpu())
+
+
+def test_a_new_shape_gets_a_capture_of_its_own():
+    counted = Counted()
+    w = host(32, 16, seed=0).to("simdev")
+
+    def f(x):
+        return torch.tanh(x @ w) * 2.0
+
+    compiled = torch.compile(f, mode="reduce-overhead", dynamic=True)
+    for rows in (4, 4, 4, 6, 6, 6, 4):
+        x = host(rows, 32, seed=rows).to("simdev")
+        torch.testing.assert_close(compiled(x).cpu(), f(x).cpu())
+    assert counted["captures"] == 2, graph_capture_counts()
+    assert counted["replays"] == 5, graph_capture_counts()
+
+
+def test_replays_follow_the_current_stream_under_the_delay():
+    w1, w2 = host(32, 64, seed=0).to("simdev"), host(64, 16, seed=1).to("simdev")
+    compiled = torch.compile(mlp, mode="reduce-overhead")
+    x = host(8, 32, seed=2).to("simdev")
+    compiled(x, w1, w2)
+    compiled(x, w1, w2)  # captured
+    side = torch.Stream(device="simdev:0")
+    torch.simdev.set_op_delay_us(2000)
+    for seed in (5, 6):
+        new = host(8, 32, seed=seed)
+        with side:
+            x.copy_(new.to("simdev"))  # queued behind the delay on the side stream
+            out = compiled(x, w1, w2)  # the replay must wait for the copy on the same stream
+            result = out.cpu()
+        torch.testing.assert_close(result, mlp(new.to("simdev"), w1, w2).cpu())
+
+
+def test_two_devices_each_capture_their_own_graph():
+    counted = Counted()
+    outputs = {}
+    for index in (0, 1):
+        device = f"simdev:{index}"
+        w1, w2 = host(32, 64, seed=0).to(device), host(64, 16, seed=1).to(device)
+        compiled = torch.compile(mlp, mode="reduce-overhead")
+        for seed in (2, 3, 4):
+            x = host(8, 32, seed=seed).to(device)
+            outputs[index, seed] = compiled(x, w1, w2).cpu()
+            torch.testing.assert_close(outputs[index, seed], mlp(x, w1, w2).cpu())
+    assert counted["captures"] == 2 and counted["replays"] == 4, graph_capture_counts()
+
+
+def test_a_training_step_replays_forward_and_backward_like_eager():
+    counted = Counted()
+
+    def make():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)).to("simdev")
+
+    eager_model, compiled_model = make(), make()
+    compiled_forward = torch.compile(compiled_model, mode="reduce-overhead")
+    eager_opt = torch.optim.SGD(eager_model.parameters(), lr=0.1)
+    compiled_opt = torch.optim.SGD(compiled_model.parameters(), lr=0.1)
+    for seed in range(5):
+        x, target = host(8, 16, seed=seed).to("simdev"), host(8, 4, seed=seed + 100).to("simdev")
+        for model, forward, opt in ((eager_model, eager_model, eager_opt),
+                                    (compiled_model, compiled_forward, compiled_opt)):
+            opt.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.mse_loss(forward(x), target)
+            loss.backward()
+            opt.step()
+        for a, b in zip(eager_model.parameters(), compiled_model.parameters()):
+            torch.testing.assert_close(a.cpu(), b.cpu(), rtol=1e-5, atol=1e-6)
+    # forward and backward graphs: each captured once, then replayed
+    assert counted["captures"] == 2, graph_capture_counts()
+    assert counted["replays"] == 8, graph_capture_counts()  # 4 of each
+
+
+def test_random_numbers_are_not_captured_and_say_so(caplog):
+    counted = Counted()
+
+    def f(x):
+        return torch.nn.functional.dropout(x * 2.0, p=0.5, training=True)
+
+    compiled = torch.compile(f, mode="reduce-overhead")
+    x = torch.ones(256, device="simdev")
+    with caplog.at_level(logging.WARNING, logger="devbridge.inductor"):
+        masks = [compiled(x).cpu() for _ in range(3)]
+    assert "runs this graph without graph capture: it draws random numbers" in caplog.text, caplog.text
+    assert counted["captures"] == 0 and counted["not_captured"] >= 1
+    assert not all(torch.equal(masks[0], m) for m in masks[1:]), "every call drew the same mask"
+
+
+def test_an_operator_that_synchronises_is_refused_by_the_plugin_and_runs_as_compiled(caplog):
+    counted = Counted()
+
+    def f(x):
+        return torch.linalg.inv(x @ x.T + torch.eye(4, device=x.device) * 4.0) * 2.0
+
+    compiled = torch.compile(f, mode="reduce-overhead")
+    with caplog.at_level(logging.WARNING, logger="devbridge.inductor"):
+        for seed in (1, 2, 3):
+            x = host(4, 4, seed=seed).to("simdev")
+            torch.testing.assert_close(compiled(x).cpu(), f(x).cpu(), rtol=1e-4, atol=1e-5)
+    assert "the plugin refused the capture" in caplog.text and "cannot be captured" in caplog.text, caplog.text
+    assert counted["captures"] == 0 and counted["not_captured"] == 1
+
+
+def test_gradients_kept_from_autograd_grad_survive_later_replays():
+    w = host(32, 16, seed=0).to("simdev").requires_grad_()
+
+    def loss_of(x):
+        return torch.tanh(x @ w).square().sum()
+
+    compiled = torch.compile(loss_of, mode="reduce-overhead")
+    kept, expected = [], []
+    for seed in range(1, 6):
+        x = host(8, 32, seed=seed).to("simdev")
+        (grad,) = torch.autograd.grad(compiled(x), [w])
+        kept.append(grad)  # held while the backward graph replays again
+        (eager,) = torch.autograd.grad(loss_of(x), [w])
+        expected.append(eager.cpu())
+    for grad, eager in zip(kept, expected):
+        torch.testing.assert_close(grad.cpu(), eager, rtol=1e-5, atol=1e-6)
