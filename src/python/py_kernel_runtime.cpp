@@ -184,10 +184,10 @@ int Load(void* self, int32_t device_id, const void* image, size_t image_size, co
     }
     (void)device_id;
     (void)shared_bytes;
-    (void)kernel_name;  // the trampoline's entry point is always devbridge_python_program
+    (void)kernel_name;  // the trampoline's entry point is always devbridge_interpret
     const Setup setup{&r, kernel_id, &RunProgram};
-    LoadSimdevModuleWithSetup(r.simdev, r.trampoline.data(), r.trampoline.size(), "devbridge_python_program",
-                              "devbridge_python_setup", &setup, out);
+    LoadSimdevModuleWithSetup(r.simdev, r.trampoline.data(), r.trampoline.size(), "devbridge_interpret",
+                              "devbridge_interpret_setup", &setup, out);
     std::lock_guard<std::mutex> lock(r.mutex);
     r.kernel_of_module[out->module] = kernel_id;
   });

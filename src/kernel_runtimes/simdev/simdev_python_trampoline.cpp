@@ -4,13 +4,13 @@
 // A Python kernel's "binary" is a description that Python code runs. To run
 // it through simdev's own module and launch API, like any other simdev
 // kernel, each loaded Python kernel gets a copy of this small library:
-// simdev calls `devbridge_python_program` once per program on the stream's
-// worker, with the parameters devbridge's launcher packed, and the
-// trampoline hands them to the runner its copy was set up with (which takes
-// the GIL only for that call).
+// simdev calls `devbridge_interpret` (Python code interprets the
+// description) once per program on the stream's worker, with the parameters
+// devbridge's launcher packed, and the trampoline hands them to the runner
+// its copy was set up with (which takes the GIL only for that call).
 //
 // Plain C ABI, no Python, no torch: the runner is a function pointer given to
-// `devbridge_python_setup` right after simdev loaded this copy.
+// `devbridge_interpret_setup` right after simdev loaded this copy.
 #include <cstddef>
 #include <cstdint>
 
@@ -39,11 +39,11 @@ Setup g_setup{nullptr, 0, nullptr};
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) void devbridge_python_setup(const void* setup) {
+extern "C" __attribute__((visibility("default"))) void devbridge_interpret_setup(const void* setup) {
   g_setup = *static_cast<const Setup*>(setup);
 }
 
-extern "C" __attribute__((visibility("default"))) int devbridge_python_program(const SimdevKernelContext* ctx,
+extern "C" __attribute__((visibility("default"))) int devbridge_interpret(const SimdevKernelContext* ctx,
                                                                                void** args) {
   if (g_setup.run == nullptr) return 90;  // never set up: refuse rather than guess
   return g_setup.run(g_setup.runtime, g_setup.kernel_id, ctx->program_id, ctx->grid, ctx->device, args,
