@@ -18,7 +18,6 @@
 #include <fstream>
 #include <iterator>
 #include <map>
-#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -130,7 +129,7 @@ int RunProgram(const void* runtime, uint64_t kernel_id, const uint32_t* program_
   if (g_python_exiting.load(std::memory_order_acquire) || !Py_IsInitialized()) return 91;
   EnterPython();
   int status = 0;
-  // Each parameter in an 8-byte slot (no parameter of this target is wider).
+  // Each parameter in an 8-byte slot (no Triton-layout parameter is wider).
   std::vector<uint64_t> slots(static_cast<size_t>(num_args), 0);
   for (int i = 0; i < num_args; ++i) {
     std::memcpy(&slots[static_cast<size_t>(i)], args[i], arg_sizes[i] < 8 ? arg_sizes[i] : 8);

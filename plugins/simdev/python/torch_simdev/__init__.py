@@ -131,11 +131,18 @@ def _install_devbridge() -> None:
         from devbridge.triton import declare_hardware
     except ImportError:  # a devbridge without the Triton integration
         return
-    from . import triton_target  # imports neither Triton nor devbridge's extension
+    import devbridge.triton
 
-    # The kernel runtime is passed uncalled: devbridge's driver makes it when
-    # it first needs it (devbridge may still be importing now).
-    declare_hardware(_BACKEND_NAME, compiler=triton_target.COMPILER, kernel_runtime=triton_target.kernel_runtime)
+    if hasattr(devbridge.triton, "compiling_source"):
+        from . import triton_target  # imports neither Triton nor devbridge's extension
+
+        # The kernel runtime is passed uncalled: devbridge's driver makes it
+        # when it first needs it (devbridge may still be importing now).
+        declare_hardware(_BACKEND_NAME, compiler=triton_target.COMPILER,
+                         kernel_runtime=triton_target.kernel_runtime)
+    else:  # a devbridge older than its compiler hooks carries simdev's target in its core
+        declare_hardware(_BACKEND_NAME, compiler="interpreter",
+                         kernel_runtime="simdev-interpreter:" + runtime_library_path())
     # torch.compile: simdev's convolutions return cuDNN's layouts
     # (csrc/ops/convolution.cpp), channels-last results for channels-last inputs.
     try:
