@@ -4,14 +4,23 @@ name them: the one place that knows both spellings.
   a name and a library     launch.kernel_runtime("simdev", library=...)
   a spec                   what a plugin declares as its hardware's kernel
                            runtime (devbridge.triton.declare_hardware):
-                           "cuda", "simdev:<library path>",
-                           "simdev-interpreter:<library path>", or its own
-                           'devbridge_kernel_runtime' capsule
+                           "cuda", "simdev:<library path>", its own
+                           'devbridge_kernel_runtime' capsule, or a function
+                           returning that capsule (called when the runtime is
+                           first needed: for a capsule that cannot be made
+                           while the plugin is imported)
+  Python kernels           launch.python_kernel_runtime(...): a runtime whose
+                           programs are Python calls on the plugin's stream
+                           (python_kernel_runtime below)
 
 resolve(spec) turns a spec into the capsule; runtime_name(spec) names it
 for cache keys without opening anything. _C is imported only where a
 runtime is opened or named, so declare_hardware's check of a spec (while
 `import triton` may still be running) loads nothing.
+
+"simdev-interpreter:<library path>" is an older spelling, kept so that
+declarations written for it still work: the runtime of simdev's Triton
+target, which simdev's package makes (its `factory` below).
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ class _Runtime(NamedTuple):
     needs_library: bool
     declarable: bool   # a spec may name it: the Triton driver launches its default-layout launchers
     opens: str = ""    # what it opens itself, for the refusal of a library (runtimes without one)
+    factory: str = ""  # "module:function(library)" of a plugin that makes it, for older spellings
 
 
 # Every kernel runtime devbridge has, in the order messages list them.
@@ -36,7 +46,8 @@ RUNTIMES = (
     _Runtime("ascend", needs_library=False, declarable=False,
              opens="CANN's libascendcl.so; DEVBRIDGE_ASCENDCL_LIBRARY names another path"),
     _Runtime("simdev", needs_library=True, declarable=True),
-    _Runtime("simdev-interpreter", needs_library=True, declarable=True),
+    _Runtime("simdev-interpreter", needs_library=True, declarable=True,
+             factory="torch_simdev.triton_target:kernel_runtime"),
 )
 _BY_NAME = {runtime.name: runtime for runtime in RUNTIMES}
 
@@ -52,15 +63,20 @@ SPECS = _listing([repr(runtime.name + ":<library path>" if runtime.needs_library
                   for runtime in RUNTIMES if runtime.declarable] + [f"a '{CAPSULE}' capsule"], "or")
 
 
+def _is_capsule(value: Any) -> bool:
+    return type(value).__name__ == "PyCapsule"
+
+
 def is_spec(spec: Any) -> bool:
-    """Whether `spec` has a spec's type (a string or a capsule); its value is
-    checked where it is resolved."""
-    return isinstance(spec, str) or type(spec).__name__ == "PyCapsule"
+    """Whether `spec` has a spec's type (a string, a capsule or a function);
+    its value is checked where it is resolved."""
+    return isinstance(spec, str) or _is_capsule(spec) or callable(spec)
 
 
 def check_type(spec: Any, what: str = "kernel_runtime") -> None:
     if not is_spec(spec):
-        raise TypeError(f"devbridge: {what} must be {SPECS}, got {type(spec).__name__}")
+        raise TypeError(f"devbridge: {what} must be {SPECS}, got {type(spec).__name__}; a plugin whose capsule "
+                        "cannot be made yet may pass the function that makes it")
 
 
 def open_runtime(name: str, library: str | None = None):
@@ -78,9 +94,28 @@ def open_runtime(name: str, library: str | None = None):
     if not library:
         raise ValueError(f"devbridge: the {name} kernel runtime needs library=<path of "
                          "libsimdev_runtime.so> (torch_simdev.runtime_library_path())")
-    if name == "simdev":
-        return _C.simdev_kernel_runtime(library)
-    return _C.simdev_interpreter_kernel_runtime(library, _simdev_interpreter_trampoline())
+    if runtime.factory:
+        return _from_factory(runtime, library)
+    return _C.simdev_kernel_runtime(library)
+
+
+def _from_factory(runtime: _Runtime, library: str):
+    """The runtime a plugin's package makes (an older spelling's row)."""
+    import importlib
+
+    module, _, function = runtime.factory.partition(":")
+    try:
+        make = getattr(importlib.import_module(module), function)
+    except (ImportError, AttributeError) as error:
+        raise RuntimeError(f"devbridge: the {runtime.name} kernel runtime is made by {runtime.factory}, which "
+                           f"cannot be imported ({error}); install the plugin that provides it") from error
+    return _checked_capsule(make(library), runtime.factory)
+
+
+def _checked_capsule(runtime: Any, made_by: str):
+    if not _is_capsule(runtime):
+        raise TypeError(f"devbridge: {made_by} must return a '{CAPSULE}' capsule, got {type(runtime).__name__}")
+    return runtime
 
 
 def parse(spec: str, owner: str = "") -> tuple[str, str | None]:
@@ -98,18 +133,27 @@ def parse(spec: str, owner: str = "") -> tuple[str, str | None]:
 
 def resolve(spec: Any, owner: str = ""):
     """The 'devbridge_kernel_runtime' capsule a spec names: a capsule is
-    returned as is, a string is opened (see parse)."""
+    returned as is, a function is called, a string is opened (see parse)."""
     check_type(spec)
-    if not isinstance(spec, str):
+    if _is_capsule(spec):
         return spec
+    if not isinstance(spec, str):
+        return _checked_capsule(spec(), f"the kernel runtime function {_function_name(spec)}{owner}")
     return open_runtime(*parse(spec, owner))
+
+
+def _function_name(function: Any) -> str:
+    return f"{getattr(function, '__module__', '?')}.{getattr(function, '__qualname__', repr(function))}"
 
 
 def runtime_name(spec: Any) -> str:
     """A spec's name for cache keys: the spec string itself (it names the
-    library too), or the name a capsule's table gives; nothing is opened."""
+    library too), the function's qualified name, or the name a capsule's
+    table gives; nothing is opened."""
     if isinstance(spec, str):
         return spec
+    if not _is_capsule(spec):
+        return _function_name(spec)
     from . import _C
 
     return _C.kernel_runtime_name(spec)
@@ -121,14 +165,54 @@ def runtime_kind(spec: Any) -> str | None:
     return spec.partition(":")[0] if isinstance(spec, str) else None
 
 
-def _simdev_interpreter_trampoline() -> str:
+# ---------------------------------------------------------------- Python kernels
+
+_stop_registered = False
+
+
+def python_kernel_runtime(name: str, *, library: str, load, run):
+    """A kernel runtime whose kernels are Python (launch.python_kernel_runtime)."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"devbridge: a Python kernel runtime needs a name for messages, got {name!r}")
+    if not isinstance(library, str) or not library:
+        raise ValueError("devbridge: a Python kernel runtime needs library=<path of libsimdev_runtime.so> "
+                         "(torch_simdev.runtime_library_path()): its programs run on simdev's streams")
+    for role, function in (("load", load), ("run", run)):
+        if not callable(function):
+            raise TypeError(f"devbridge: a Python kernel runtime's {role} must be callable, got "
+                            f"{type(function).__name__}")
+    from . import _C
+
+    def load_then_stop_at_exit(image: bytes) -> int:
+        _stop_at_exit()
+        return load(image)
+
+    return _C.python_kernel_runtime(name, library, _trampoline(), load_then_stop_at_exit, run)
+
+
+def _stop_at_exit() -> None:
+    """From the first load on: programs still queued when Python exits are
+    skipped rather than run in a finalizing interpreter (registered at the
+    first load, so that exit hooks registered before it, a plugin's drain of
+    its queues, run after it)."""
+    global _stop_registered
+    if not _stop_registered:
+        import atexit
+
+        from . import _C
+
+        atexit.register(_C._stop_python_kernels_at_exit)
+        _stop_registered = True
+
+
+def _trampoline() -> str:
     import glob
     import os
 
     from . import _C
 
-    found = glob.glob(os.path.join(os.path.dirname(os.path.abspath(_C.__file__)), "_simdev_interpreter*.so"))
+    found = glob.glob(os.path.join(os.path.dirname(os.path.abspath(_C.__file__)), "_python_kernel_trampoline*.so"))
     if not found:
-        raise RuntimeError("devbridge: the simdev interpreter trampoline (_simdev_interpreter.so) is missing from "
+        raise RuntimeError("devbridge: the Python kernel trampoline (_python_kernel_trampoline.so) is missing from "
                            "the devbridge package; reinstall devbridge")
     return found[0]

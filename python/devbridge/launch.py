@@ -50,15 +50,38 @@ def kernel_runtime(name: str, *, library: str | None = None):
 
     `name`: "cuda" (cubins; libcuda.so.1 opened on first use), "ascend"
     (NPU binaries of triton-ascend; CANN's libascendcl.so opened on first use,
-    Ascend-layout launchers only), "simdev"
-    (shared libraries of host-function kernels) or "simdev-interpreter"
-    (simdev's Triton target: kernels run by Triton's interpreter); for both
-    simdev ones `library` is the simdev runtime library,
-    torch_simdev.runtime_library_path(). The names and the specs a plugin
-    declares ("simdev:<library path>", ...) are resolved in one place,
-    devbridge._kernel_runtimes.
+    Ascend-layout launchers only), "simdev" (shared libraries of host-function
+    kernels; `library` is the simdev runtime library,
+    torch_simdev.runtime_library_path()), or "simdev-interpreter" (an older
+    name of the runtime simdev's Triton target makes, with the same library).
+    The names and the specs a plugin declares ("simdev:<library path>", ...)
+    are resolved in one place, devbridge._kernel_runtimes.
     """
     return _kernel_runtimes.open_runtime(name, library)
+
+
+def python_kernel_runtime(name: str, *, library: str, load, run):
+    """A kernel runtime (PyCapsule "devbridge_kernel_runtime") whose kernels
+    are Python: for a target with no instruction set, whose "binary" is a
+    description that Python code runs (simdev's Triton target runs Triton's
+    interpreter this way).
+
+    `load(image: bytes) -> int` is called when a binary is loaded and returns
+    a nonzero id for it (raising refuses the binary, with the error's text).
+    Each launch is enqueued on the launch stream, and its programs run there
+    in order, on the stream's worker thread, each as one call
+    `run(id, (x, y, z) program, (x, y, z) grid, device index, payload: bytes)
+    -> int` (0: done; anything else, or raising, fails the launch and skips
+    its remaining programs; the error is printed and reported at the
+    stream's next synchronization). The payload holds the packed kernel
+    parameters (Triton's layout, each in an 8-byte little-endian slot, two
+    scratch pointers last). Each call takes the GIL for that program only.
+    Programs still queued when Python exits are skipped.
+
+    The stream is a simdev stream: `library` is the simdev runtime library
+    (torch_simdev.runtime_library_path()), whose module API runs the
+    programs. `name` names the runtime in messages and cache keys."""
+    return _kernel_runtimes.python_kernel_runtime(name, library=library, load=load, run=run)
 
 
 def load_binary(image: bytes, kernel_name: str, *, device=None, runtime, shared: int = 0) -> LoadedBinary:
@@ -150,4 +173,4 @@ def launcher(signature: Mapping[str, Any] | Iterable[Any], *, name: str = "kerne
 
 
 __all__ = ["ARG_TYPES", "LoadedBinary", "Launcher", "kernel_runtime", "launcher", "load_binary", "plan",
-           "unload"]
+           "python_kernel_runtime", "unload"]

@@ -35,9 +35,9 @@ const DevbridgeKernelRuntime* SimdevKernelRuntime(const std::string& library_pat
 
 // Loads a shared library of simdev kernels through `simdev` (a table from
 // SimdevKernelRuntime) and, before the module can be launched, calls the
-// library copy's extern "C" `void setup_symbol(const void* setup_arg)`. The
-// interpreter target uses it to tell each loaded copy of its trampoline which
-// kernel it runs. Throws devbridge::Error.
+// library copy's extern "C" `void setup_symbol(const void* setup_arg)`. A
+// Python kernel runtime uses it to tell each loaded copy of its trampoline
+// which kernel it runs. Throws devbridge::Error.
 void LoadSimdevModuleWithSetup(const DevbridgeKernelRuntime* simdev, const void* image, size_t image_size,
                                const char* kernel_name, const char* setup_symbol, const void* setup_arg,
                                DevbridgeLoadedKernel* out);

@@ -11,7 +11,7 @@
 #include "devbridge/error.h"
 #include "launch/kernel_runtimes.h"
 #include "launch/loaded_kernels.h"
-#include "python/py_interpreter_runtime.h"
+#include "python/py_kernel_runtime.h"
 #include "python/py_launcher.h"
 #include "python/bindings.h"
 
@@ -127,12 +127,14 @@ void BindLaunch(py::module_& m) {
       [](const std::string& library) { return RuntimeCapsule(launch::SimdevKernelRuntime(library)); },
       py::arg("library"), "The simdev kernel runtime behind the simdev library at `library`.");
   m.def(
-      "simdev_interpreter_kernel_runtime",
-      [](const std::string& library, const std::string& trampoline) {
-        return RuntimeCapsule(launch::SimdevInterpreterKernelRuntime(library, trampoline));
+      "python_kernel_runtime",
+      [](const std::string& name, const std::string& library, const std::string& trampoline, const py::object& load,
+         const py::object& run) {
+        return RuntimeCapsule(launch::PythonKernelRuntime(name, library, trampoline, load.ptr(), run.ptr()));
       },
-      py::arg("library"), py::arg("trampoline"),
-      "simdev's Triton target: interpreter descriptions run by copies of the trampoline library.");
+      py::arg("name"), py::arg("library"), py::arg("trampoline"), py::arg("load"), py::arg("run"),
+      "A kernel runtime whose kernels are Python: load(image) -> id, run(id, program, grid, device, payload) "
+      "per program, on simdev's streams (devbridge.launch.python_kernel_runtime).");
   m.def("ascend_kernel_runtime", [] { return RuntimeCapsule(launch::AscendKernelRuntime()); },
         "The Ascend kernel runtime (CANN's libascendcl.so opened on first use).");
   m.def("ascend_soc_name", &AscendSocName, "The NPU's SoC name (aclrtGetSocName); needs CANN.");
@@ -142,7 +144,7 @@ void BindLaunch(py::module_& m) {
       py::arg("runtime"), "Bit (1 << layout) for every parameter layout the runtime launches.");
   m.def("kernel_runtime_hardware_sync_address", &HardwareSyncAddress, py::arg("runtime"), py::arg("index"),
         "The runtime's hardware sync address of device `index` (the Ascend layout's ffts_addr).");
-  m.def("_stop_interpreted_kernels_at_exit", [] { launch::StopInterpretedKernelsAtExit(); });
+  m.def("_stop_python_kernels_at_exit", [] { launch::StopPythonKernelsAtExit(); });
   m.def(
       "kernel_runtime_name",
       [](const py::capsule& capsule) { return std::string(ValidRuntime(capsule)->name); },

@@ -21,7 +21,7 @@ import triton.language as tl  # noqa: E402
 
 import devbridge  # noqa: E402
 import devbridge.triton  # noqa: E402
-from devbridge.triton import _interpreter  # noqa: E402
+_interpreter = pytest.importorskip("torch_simdev.triton_target.interpreter", reason="simdev is not installed")
 
 from launch_support import skip_without_simdev  # noqa: E402
 
@@ -85,7 +85,7 @@ def _tensors(programs: int):
 def test_worker_keeps_one_python_thread_state_across_programs_and_launches(stream, programs):
     # A fresh thread state per program made every retake of the GIL by the
     # worker count as a thread switch, so a host thread waiting for the GIL
-    # never asked the worker to drop it (see py_interpreter_runtime.cpp).
+    # never asked the worker to drop it (see py_kernel_runtime.cpp).
     get_state = ctypes.pythonapi.PyThreadState_Get
     get_state.restype = ctypes.c_void_p
     local = threading.local()
@@ -133,7 +133,7 @@ def test_enqueue_does_not_wait_for_the_kernel_the_worker_is_running(stream, prog
 def test_helper_calls_inside_a_launch_do_not_repatch_triton_language(stream, monkeypatch):
     import triton.runtime.interpreter as interpreter
 
-    from devbridge.triton import _interpreter
+    from torch_simdev.triton_target import interpreter as _interpreter
 
     launches, helper_patches = [], []
     patch_language, patch_lang = _interpreter._patch_language, interpreter._patch_lang
@@ -185,7 +185,7 @@ def test_enqueue_cost_is_timed_with_none_of_the_queued_work_running(stream, prog
 
 def test_interpreter_target_without_numpy_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "numpy", None)  # what `import numpy` meets where it is not installed
-    path = pathlib.Path(_interpreter.__file__).with_name("_interpreter_libdevice.py")
+    path = pathlib.Path(_interpreter.__file__).with_name("libdevice.py")
     spec = importlib.util.spec_from_file_location("libdevice_without_numpy", path)
     with pytest.raises(ImportError, match=r"pip install numpy \(torch-simdev and devbridge\[triton\] declare it\)"):
         spec.loader.exec_module(importlib.util.module_from_spec(spec))

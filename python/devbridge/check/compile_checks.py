@@ -129,7 +129,7 @@ def _torch_compile(backend: Backend, result: CheckResult) -> None:
         finally:
             if set_delay is not None:
                 set_delay(0)
-        # Few calls: where kernels run on the host (simdev's interpreter), each
+        # Few calls: where kernels run on the host (simdev), each
         # queued call costs far more to run than to enqueue.
         cost = enqueue_ns_per_call(lambda: compiled(x), stream, set_delay, calls=2, repeats=5)
     if not torch.allclose(ordered, expected_filled, atol=1e-5, rtol=1e-5):

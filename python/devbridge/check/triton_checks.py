@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import _kernel_runtimes
+from .. import _C, _kernel_runtimes
 from .native_stream import require_native_stream
 from .plugin import Backend
 from .registry import check
@@ -14,7 +14,7 @@ from .result import CheckFailed, CheckResult
 from .timing import enqueue_ns_per_call
 
 BLOCK = 1024
-N = 4 * BLOCK  # four programs: on simdev each one is interpreted in Python
+N = 4 * BLOCK  # four programs: where programs run on the host (simdev), each is one host call
 TRITON_FIX = ("pip install 'devbridge[triton]' with the Triton that pairs with torch "
               "(torch 2.13: triton==3.7.1, torch 2.11: triton==3.6.0)")
 
@@ -72,5 +72,7 @@ def _triton_kernel(backend: Backend, result: CheckResult) -> None:
             "(the driver launches there), and the declared kernel runtime must launch on it")
     result.costs_ns["kernel[grid](...)"] = cost.ns
     order = "after the fill on the same stream (delay on)" if set_delay else "ordered (no delay knob)"
-    runtime = _kernel_runtimes.runtime_kind(hardware.kernel_runtime) or "plugin's"
+    # A spec's runtime ("cuda"), else the name the plugin's table gives
+    runtime = (_kernel_runtimes.runtime_kind(hardware.kernel_runtime)
+               or _C.kernel_runtime_name(devbridge.triton.driver().kernel_runtime()))
     result.detail = f"{hardware.compiler} compiler, {runtime} kernel runtime; ran {order}; {cost.describe()}"

@@ -94,13 +94,13 @@ def _install_runtime(name: str, hardware):
     runtime package): the device interface and the driver routing. Returns
     the interface and what was patched."""
     from . import _torch_api, device_interface, driver_routing, static_launch
-    from ..triton.hardware import INTERPRETER
 
     patched = []
     interface = device_interface.make_device_interface(name)
     _torch_api.register_device_interface(name, interface)
     patched.append(f"torch._dynamo.device_interface: register_interface_for_device({name!r}, {interface.__name__})")
-    driver_routing.install(name, interpreted=hardware.compiler == INTERPRETER)
+    times_kernels = bool(hardware.hook("times_kernels"))
+    driver_routing.install(name, times_kernels=times_kernels)
     patched.append("torch._inductor.runtime.triton_helpers.set_driver_to_gpu: replaced")
     patched.append("torch._inductor.runtime.triton_heuristics.CachingAutotuner."
                    f"{{{', '.join(_torch_api.DRIVER_METHODS)}}}: wrapped (devbridge's driver for {name!r} kernels; "
@@ -109,8 +109,8 @@ def _install_runtime(name: str, hardware):
     patched.append("torch._inductor.runtime.triton_heuristics.StaticTritonCompileResult.{can_statically_launch, "
                    f"reload_cubin_path}}: wrapped ({name!r} kernels launched statically by devbridge, restored "
                    "from their binaries on a warm start)")
-    if hardware.compiler == INTERPRETER:
-        patched.append("autotuning on the interpreter target: the first config, untimed")
+    if not times_kernels:
+        patched.append(f"autotuning of {name!r} kernels: the first config, untimed (its compiler's times_kernels)")
     return interface, patched
 
 

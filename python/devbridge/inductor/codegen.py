@@ -7,7 +7,7 @@ Three lines differ from what Inductor writes for CUDA:
     native handle of the calling thread's current plugin stream, evaluated at
     every call of the compiled graph, so kernels follow the caller's stream;
   * each kernel module starts with `devbridge.inductor.worker.prepare(...)`,
-    so that Inductor's compile workers, fresh interpreters in which the
+    so that Inductor's compile workers, fresh Python processes in which the
     plugin may not be autoloaded, load the plugin and register it before the
     module's first Triton call;
   * buffers are allocated by devbridge's C `plugin_empty_strided` (the

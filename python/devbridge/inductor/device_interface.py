@@ -36,14 +36,9 @@ class PluginDeviceProperties:
     L2_cache_size: int | None  # noqa: N815 (Inductor's attribute name)
 
 
-# The interpreter target (simdev) has no cache to flush; timing a kernel there
-# zeroes this much instead of Inductor's 256 MiB default, on the CPU.
-_INTERPRETER_FLUSH_BYTES = 1 << 20
-
-
 def _hardware_properties(device: str, index: int) -> PluginDeviceProperties:
     from ..triton import driver
-    from ..triton.hardware import INTERPRETER, require
+    from ..triton.hardware import require
 
     hardware = require(device)
     properties = dict(_C.kernel_runtime_device_properties(driver().kernel_runtime(), index))
@@ -56,7 +51,8 @@ def _hardware_properties(device: str, index: int) -> PluginDeviceProperties:
         max_threads_per_block=min(int(properties["max_threads_per_block"]), 1024),
         regs_per_multiprocessor=int(properties["max_num_regs"]),
         max_shared_memory=int(properties["max_shared_mem"]),
-        L2_cache_size=_INTERPRETER_FLUSH_BYTES if hardware.compiler == INTERPRETER else None,
+        # What the benchmarker flushes: the compiler's hook, None for Inductor's default
+        L2_cache_size=hardware.hook("l2_cache_size"),
     )
 
 

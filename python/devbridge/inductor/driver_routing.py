@@ -19,10 +19,11 @@ Triton launch hooks read as None, so that the launchers skip the per-launch
 metadata Triton computes only for hooks (_torch_api.
 launch_hooks_burnt_in_when_empty).
 
-On an interpreter target (simdev) autotuning does not time the configs:
-interpreted times say nothing about any hardware, and timing every config of
-every kernel many times over would make each compile take minutes. The first
-config of each kernel is chosen (benchmark_all_configs reports it fastest).
+Where the hardware's compiler says its kernels are not timed (its
+`times_kernels` hook, devbridge.triton.hardware.COMPILER_HOOKS: timings there
+say nothing about any hardware, and timing every config of every kernel many
+times over would make each compile take minutes), autotuning chooses the
+first config of each kernel (benchmark_all_configs reports it fastest).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from . import _torch_api
 
 _state = threading.local()  # depth: plugin-kernel driver calls in progress on this thread
 _device: str | None = None
-_interpreted = False  # the device's hardware is an interpreter target (simdev)
+_times_kernels = True  # the hardware's compiler hook: autotuning times the configs
 _original_set_driver_to_gpu = None
 
 
@@ -124,7 +125,7 @@ def _route(method, *, building_launchers: bool = False):
 def _untimed(method):
     @functools.wraps(method)
     def first_config_fastest(self, *args, **kwargs):
-        if _torch_api.autotuner_device_type(self) != _device or not _interpreted:
+        if _torch_api.autotuner_device_type(self) != _device or _times_kernels:
             return method(self, *args, **kwargs)
         return {launcher: float(rank) for rank, launcher in enumerate(self.launchers)}
 
@@ -132,12 +133,12 @@ def _untimed(method):
     return first_config_fastest
 
 
-def install(device: str, *, interpreted: bool) -> None:
+def install(device: str, *, times_kernels: bool) -> None:
     """Route the driver for `device` (idempotent; one plugin device per process).
-    `interpreted`: the device's hardware is an interpreter target."""
-    global _device, _original_set_driver_to_gpu, _interpreted
+    `times_kernels`: autotuning times the configs of the device's kernels."""
+    global _device, _original_set_driver_to_gpu, _times_kernels
     _device = device
-    _interpreted = interpreted
+    _times_kernels = times_kernels
     helpers = _torch_api.triton_helpers()
     if _original_set_driver_to_gpu is None:
         _original_set_driver_to_gpu = helpers.set_driver_to_gpu

@@ -1,6 +1,6 @@
 """The first lines of every kernel module devbridge's codegen writes.
 
-Inductor compiles kernels in worker processes: fresh interpreters started
+Inductor compiles kernels in worker processes: fresh Python processes started
 from the parent's environment. Where the plugin is autoloaded there, it has
 registered itself already and prepare() returns at once. Where it is not
 (TORCH_DEVICE_BACKEND_AUTOLOAD=0, a process importing plugins explicitly),

@@ -8,6 +8,8 @@
                               driver by itself (backend/driver.py)
   declare_hardware()          a plugin says which Triton compiler and kernel
                               runtime serve its device (hardware.py)
+  compiling_source()          for a hardware compiler's stages: the source
+                              Triton is compiling
   policy                      the registry of host-runtime policies; the
                               generic `torch_plugin` one serves any plugin
   Launcher                    the launcher the driver hands out as
@@ -33,6 +35,19 @@ def __getattr__(name):
 
         return Launcher
     raise AttributeError(f"module 'devbridge.triton' has no attribute {name!r}")
+
+
+
+def compiling_source():
+    """The source triton.compile() is compiling on this thread (an ASTSource
+    for a @triton.jit function, an IRSource for an IR file), or None outside
+    a compile. For a hardware compiler's add_stages, which Triton hands only
+    the IR: a compiler whose binary refers back to the kernel's Python
+    function reads it here (docs/plugin-authors.md §6)."""
+    from . import _triton_api
+
+    return _triton_api.compiling_source()
+
 
 _lock = threading.Lock()
 _driver = None
@@ -107,5 +122,5 @@ def is_active() -> bool:
     return ours is not None and _triton_api.active_driver_or_none() is ours
 
 
-__all__ = ["Launcher", "activate", "deactivate", "declare_hardware", "declared", "driver", "is_active",
-           "policy"]
+__all__ = ["Launcher", "activate", "compiling_source", "deactivate", "declare_hardware", "declared", "driver",
+           "is_active", "policy"]

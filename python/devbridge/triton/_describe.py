@@ -45,30 +45,26 @@ def _get(metadata, field, default=None):
     return getattr(metadata, field, default)
 
 
-def _remember_interpreted_source(src, metadata) -> None:
-    # simdev's target loads a kernel by finding its Python function again; the
-    # compile step tells it (add_stages), but a kernel from Triton's disk cache
-    # skips that step, and Triton builds the launcher right before loading.
+def _before_load(src, metadata) -> None:
+    # The compiler's before_load hook (hardware.COMPILER_HOOKS): Triton
+    # builds the launcher right before it loads the binary, also for a kernel
+    # from its disk cache, which skipped the compiler's stages.
     target = _get(metadata, "target")
     backend = getattr(target, "backend", None) if target is not None else None
-    jit_fn = getattr(src, "fn", None)
-    # Inductor hands its parent process kernels compiled in its workers with
-    # the Python function stripped (fn.fn is None): those are found by name.
-    if backend is None or not hasattr(jit_fn, "src") or getattr(jit_fn, "fn", None) is None:
+    if backend is None:
         return
-    from .hardware import INTERPRETER, declared
+    from .hardware import declared
 
     hardware = declared(backend)
-    if hardware is not None and hardware.compiler == INTERPRETER:
-        from . import _interpreter
-
-        _interpreter.remember(src.fn)
+    hook = hardware.hook("before_load") if hardware is not None else None
+    if hook is not None:
+        hook(src, metadata)
 
 
 def describe(src, metadata):
     """(kernel name, plan, argument names, metadata dict) for Launcher(src, metadata)."""
     _launch.register_hook_chain_type()
-    _remember_interpreted_source(src, metadata)
+    _before_load(src, metadata)
     signature = getattr(src, "signature", None)
     if not isinstance(signature, dict):
         raise TypeError(f"devbridge: Launcher(src, metadata) needs a Triton source with a `signature` dict "

@@ -15,10 +15,12 @@ versions each was checked on (3.6.0 on the H200, 3.7.1 in CI).
                                          compiles never share an entry with
                                          another driver's device of the same index
   triton.compiler.compiler.compile       its local `src` (the ASTSource being
-                                         compiled), read by simdev's target in
-                                         add_stages: a stage sees only the IR,
-                                         and the interpreter needs the Python
-                                         function (3.6.0, 3.7.1)
+                                         compiled), for
+                                         devbridge.triton.compiling_source():
+                                         a stage sees only the IR, and a
+                                         hardware compiler whose binary refers
+                                         back to the Python function needs it
+                                         (3.6.0, 3.7.1)
   triton.knobs.HookChain                 the type of an empty launch hook
                                          and its `calls` list (3.6.0, 3.7.1;
                                          absent before 3.5, where hooks are

@@ -1,18 +1,20 @@
 """What hardware a plugin device runs on, as devbridge's Triton backend needs it.
 
 A plugin declares it once, when its package is imported (torch's autoload
-imports it, and so do Inductor's compile workers, fresh interpreters):
+imports it, and so do Inductor's compile workers, fresh Python processes):
 
     devbridge.triton.declare_hardware("cudadev", compiler="nvidia", kernel_runtime="cuda")
 
-  compiler        the Triton backend whose compiler produces the device's
-                  binaries: "nvidia" (triton.backends.nvidia), "amd", or a
-                  module path "pkg.compiler:ClassName"; "interpreter" runs
-                  kernels with Triton's interpreter (simdev, tests only)
-  kernel_runtime  how devbridge loads and launches those binaries: "cuda",
-                  "simdev:<library path>", "simdev-interpreter:<library path>"
-                  (with compiler="interpreter"), or a
-                  "devbridge_kernel_runtime" capsule the plugin provides
+  compiler        the Triton backend class whose compiler produces the
+                  device's binaries: "nvidia" (triton.backends.nvidia), "amd",
+                  a module path "pkg.compiler:ClassName", or the class itself
+                  (a triton.backends.compiler.BaseBackend subclass); the class
+                  may also set devbridge's optional hooks (COMPILER_HOOKS)
+  kernel_runtime  how devbridge loads and launches those binaries: a spec
+                  ("cuda", "simdev:<library path>"), a
+                  "devbridge_kernel_runtime" capsule the plugin provides, or a
+                  function returning that capsule, called when the driver
+                  first needs the runtime (devbridge._kernel_runtimes)
 
 The target a kernel is compiled for is GPUTarget(<device name>, arch,
 warp_size) with arch and warp size read from the hardware through the
@@ -20,13 +22,15 @@ kernel runtime, so compiles for a plugin device never collide with compiles
 for the hardware's own device type ("cuda") in Triton's caches.
 
 This module imports nothing heavy: devbridge's Triton compiler consults it
-while `import triton` is still running.
+while `import triton` is still running (a compiler class is imported only
+when it is first used).
 """
 
 from __future__ import annotations
 
+import importlib
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import _kernel_runtimes  # cheap: opens no runtime, imports nothing of Triton
@@ -36,31 +40,80 @@ KNOWN_COMPILERS = {
     "nvidia": ("triton.backends.nvidia.compiler", "CUDABackend", "cuda"),
     "amd": ("triton.backends.amd.compiler", "HIPBackend", "hip"),
 }
-INTERPRETER = "interpreter"
+# Older spellings, kept so that declarations written for them still work:
+# simdev's Triton target declared "interpreter" while it lived in devbridge.
+COMPATIBLE_COMPILERS = {
+    "interpreter": "torch_simdev.triton_target.compiler:InterpreterBackend",
+}
+
+#: devbridge's optional hooks on a compiler class, with what their absence
+#: means (docs/plugin-authors.md, "Triton: declare the hardware your device
+#: runs on"). Everything else the class does is Triton's own BaseBackend
+#: interface: its binary_ext, hash, parse_options, add_stages and
+#: get_codegen_implementation serve the plugin's target unchanged.
+COMPILER_HOOKS = {
+    # False: torch.compile's autotuning does not time the configs of a kernel
+    # (it takes the first); for targets whose timings mean nothing
+    "times_kernels": True,
+    # bytes Inductor's benchmarker zeroes between timings to flush the
+    # cache; None: Inductor's default (256 MiB)
+    "l2_cache_size": None,
+    # before_load(src, metadata), called when devbridge builds the launcher
+    # of a kernel of this compiler, right before the binary is loaded (also
+    # for kernels from Triton's cache, which skip add_stages)
+    "before_load": None,
+}
 
 
 @dataclass(frozen=True)
 class Hardware:
     device: str          # the plugin's device type name ("cudadev")
-    compiler: str        # a KNOWN_COMPILERS key, INTERPRETER, or "module:Class"
-    kernel_runtime: Any  # a spec: "cuda", "simdev:<path>", ... or a capsule (devbridge._kernel_runtimes)
+    compiler: str        # a KNOWN_COMPILERS key or "module:Class"
+    kernel_runtime: Any  # a spec, a capsule or a function returning one (devbridge._kernel_runtimes)
+    compiler_type: Any = field(default=None, compare=False, repr=False)  # the class, once known
 
     def compiler_class(self):
         """(module path, class name, backend name the class compiles for)."""
         if self.compiler in KNOWN_COMPILERS:
             return KNOWN_COMPILERS[self.compiler]
-        module, _, cls = self.compiler.partition(":")
+        module, _, cls = COMPATIBLE_COMPILERS.get(self.compiler, self.compiler).partition(":")
         if not module or not cls:
             raise ValueError(f"devbridge: compiler {self.compiler!r} of device '{self.device}' is neither one of "
-                             f"{sorted(KNOWN_COMPILERS) + [INTERPRETER]} nor 'module.path:ClassName'")
+                             f"{sorted(KNOWN_COMPILERS)} nor 'module.path:ClassName' nor a Triton backend class")
         return module, cls, None
+
+    def compiler_backend(self):
+        """(the compiler class, the backend name it compiles for or None: the plugin's own)."""
+        module_name, class_name, backend_name = self.compiler_class()
+        compiler = self.compiler_type
+        if compiler is None:
+            compiler = importlib.import_module(module_name)
+            for part in class_name.split("."):
+                compiler = getattr(compiler, part)
+            object.__setattr__(self, "compiler_type", compiler)  # a cache: compare=False
+        return compiler, backend_name
+
+    def hook(self, name: str):
+        """The compiler class's devbridge hook `name` (COMPILER_HOOKS), or its default."""
+        return getattr(self.compiler_backend()[0], name, COMPILER_HOOKS[name])
+
+
+def _compiler_name(device: str, compiler) -> tuple[str, Any]:
+    """(the compiler's name as Hardware keeps it, the class where one was given)."""
+    if isinstance(compiler, type):
+        # The class is used as given; its name is for messages and cache keys.
+        return f"{compiler.__module__}:{compiler.__qualname__}", compiler
+    if not isinstance(compiler, str):
+        raise TypeError(f"devbridge: compiler must be a name ({', '.join(repr(c) for c in KNOWN_COMPILERS)}), "
+                        f"'module.path:ClassName' or a Triton backend class, got {type(compiler).__name__}")
+    return compiler, None
 
 
 _lock = threading.Lock()
 _declared: dict[str, Hardware] = {}
 
 
-def declare_hardware(device: str, *, compiler: str, kernel_runtime) -> Hardware:
+def declare_hardware(device: str, *, compiler, kernel_runtime) -> Hardware:
     """Declare the hardware a plugin device runs on (see the module docstring).
     Declaring the same device again replaces the declaration. torch.compile
     then serves the device from Dynamo's first compile on
@@ -68,12 +121,12 @@ def declare_hardware(device: str, *, compiler: str, kernel_runtime) -> Hardware:
     if not isinstance(device, str) or not device or ":" in device:
         raise ValueError(f"devbridge: declare_hardware needs the plugin's device type name (e.g. 'cudadev'), "
                          f"got {device!r}")
-    if compiler != INTERPRETER:
-        Hardware(device, compiler, kernel_runtime).compiler_class()  # validates the name
+    name, compiler_type = _compiler_name(device, compiler)
+    Hardware(device, name, kernel_runtime).compiler_class()  # validates the name; imports nothing
     # Only the type: the spec is resolved (and its runtime opened) by the
     # driver, when a kernel is first loaded.
     _kernel_runtimes.check_type(kernel_runtime)
-    hardware = Hardware(device, compiler, kernel_runtime)
+    hardware = Hardware(device, name, kernel_runtime, compiler_type)
     with _lock:
         _declared[device] = hardware
     from ..inductor import arm  # cheap: imports nothing of torch's compiler

@@ -104,8 +104,8 @@ def _install_devbridge() -> None:
     protocol on simdev tensors), simdev's stream hooks (a guard without a
     native-handle override, SIMDEV_NATIVE_HANDLE=0, stands for an older
     plugin and registers neither), and simdev's Triton hardware: Triton's
-    interpreter, launched through simdev's own module API (simdev has no
-    instruction set; tests only). devbridge being absent is fine; a devbridge
+    interpreter on simdev's streams (simdev has no instruction set; tests
+    only; the triton_target subpackage). devbridge being absent is fine; a devbridge
     that is installed but fails to import is reported, and simdev works
     without it; an error of devbridge.install() itself propagates.
 
@@ -133,8 +133,18 @@ def _install_devbridge() -> None:
         from devbridge.triton import declare_hardware
     except ImportError:  # a devbridge without the Triton integration
         return
-    declare_hardware(_BACKEND_NAME, compiler="interpreter",
-                     kernel_runtime="simdev-interpreter:" + runtime_library_path())
+    import devbridge.triton
+
+    if hasattr(devbridge.triton, "compiling_source"):
+        from . import triton_target  # imports neither Triton nor devbridge's extension
+
+        # The kernel runtime is passed uncalled: devbridge's driver makes it
+        # when it first needs it (devbridge may still be importing now).
+        declare_hardware(_BACKEND_NAME, compiler=triton_target.COMPILER,
+                         kernel_runtime=triton_target.kernel_runtime)
+    else:  # a devbridge older than its compiler hooks carries simdev's target in its core
+        declare_hardware(_BACKEND_NAME, compiler="interpreter",
+                         kernel_runtime="simdev-interpreter:" + runtime_library_path())
     # torch.compile: simdev's convolutions return cuDNN's layouts
     # (csrc/ops/convolution.cpp), channels-last results for channels-last inputs.
     try:

@@ -89,7 +89,7 @@ def serves_by_default() -> bool:
     """Whether Triton's default driver should be devbridge's: a PrivateUse1
     plugin is loaded, this Triton is one devbridge was checked on, and no
     other Triton backend is active, so the plugin is the only accelerator
-    Triton could serve (an NPU host; simdev on a CPU one). A plugin without
+    Triton could serve (an NPU host; a simulated device on a CPU one). A plugin without
     declared hardware then gets devbridge's error naming the declaration,
     not Triton's "0 active drivers". Where another backend is active (cuda
     beside cudadev), Triton keeps it and activate() selects devbridge's."""

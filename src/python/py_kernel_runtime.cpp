@@ -1,14 +1,15 @@
-// The "simdev-interpreter" kernel runtime: simdev's Triton target.
+// A kernel runtime whose kernels are Python (devbridge.launch.python_kernel_runtime):
+// for a target with no instruction set, whose binary is a description that
+// Python code runs (simdev's Triton target runs Triton's interpreter so).
 //
-// A binary of this target is a description of a Triton kernel for Triton's
-// interpreter (devbridge/triton/_interpreter.py writes and reads it). Loading
-// one registers it with the Python side and loads a fresh copy of the
-// trampoline library (simdev_interpreter_trampoline.cpp) through the simdev
-// kernel runtime, set up to run that kernel; launching is the simdev
-// runtime's own launch, so the launcher, its packing, the streams and the
-// allocator under test are exactly the GPU path's. Each program runs on the
-// stream's worker, which takes the GIL for that call only (with a thread
-// state it keeps, see WorkerThreadState).
+// Loading a binary hands it to the runtime's Python `load` callable, which
+// returns an id, and loads a fresh copy of the trampoline library
+// (simdev_python_trampoline.cpp) through the simdev kernel runtime, set up
+// to run that id; launching is the simdev runtime's own launch, so the
+// launcher, its packing, the streams and the allocator are exactly the GPU
+// path's. Each program runs on the stream's worker as one call of the
+// runtime's `run` callable, which takes the GIL for that call only (with a
+// thread state it keeps, see WorkerThreadState).
 #define PY_SSIZE_T_CLEAN  // the y# format below takes a Py_ssize_t
 #include <Python.h>
 
@@ -17,7 +18,6 @@
 #include <fstream>
 #include <iterator>
 #include <map>
-#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -25,13 +25,11 @@
 #include "devbridge/error.h"
 #include "launch/adapter_error.h"
 #include "launch/kernel_runtimes.h"
-#include "python/py_interpreter_runtime.h"
+#include "python/py_kernel_runtime.h"
 
 namespace devbridge {
 namespace launch {
 namespace {
-
-constexpr const char* kModule = "devbridge.triton._interpreter";
 
 // Set at interpreter exit (an atexit hook, while Python still runs): from
 // then on queued programs are skipped instead of taking the GIL of a Python
@@ -39,32 +37,27 @@ constexpr const char* kModule = "devbridge.triton._interpreter";
 // simdev worker's loop).
 std::atomic<bool> g_python_exiting{false};
 
-struct InterpreterRuntime {
+struct PythonRuntime {
+  std::string name;
   const DevbridgeKernelRuntime* simdev = nullptr;
   std::string trampoline;  // the trampoline library's bytes
+  PyObject* load = nullptr;  // strong references, kept for the process
+  PyObject* run = nullptr;
   DevbridgeKernelRuntime table{};
   std::mutex mutex;
   std::map<void*, uint64_t> kernel_of_module;
 };
 
-struct Setup {  // simdev_interpreter_trampoline.cpp's Setup
+struct Setup {  // simdev_python_trampoline.cpp's Setup
+  const void* runtime;
   uint64_t kernel_id;
-  int (*run)(uint64_t, const uint32_t*, const uint32_t*, int, void**, const size_t*, int);
+  int (*run)(const void*, uint64_t, const uint32_t*, const uint32_t*, int, void**, const size_t*, int);
 };
 
-// Calls devbridge.triton._interpreter.<function>(*args) with the GIL; returns
-// a new reference, or nullptr with the Python error described in *message.
-PyObject* CallInterpreter(const char* function, PyObject* args, std::string* message) {
-  PyObject* module = PyImport_ImportModule(kModule);
-  PyObject* result = nullptr;
-  if (module != nullptr) {
-    PyObject* callable = PyObject_GetAttrString(module, function);
-    if (callable != nullptr) {
-      result = PyObject_CallObject(callable, args);
-      Py_DECREF(callable);
-    }
-    Py_DECREF(module);
-  }
+// Calls callable(*args) with the GIL; returns a new reference, or nullptr
+// with the Python error described in *message.
+PyObject* CallPython(PyObject* callable, PyObject* args, std::string* message) {
+  PyObject* result = PyObject_CallObject(callable, args);
   if (result == nullptr) {
     PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
     PyErr_Fetch(&type, &value, &traceback);
@@ -129,13 +122,14 @@ void EnterPython() {
   }
 }
 
-// The trampoline's runner: one program of one interpreted kernel.
-int RunProgram(uint64_t kernel_id, const uint32_t* program_id, const uint32_t* grid, int device, void** args,
-               const size_t* arg_sizes, int num_args) {
+// The trampoline's runner: one program of one Python kernel of `runtime`.
+int RunProgram(const void* runtime, uint64_t kernel_id, const uint32_t* program_id, const uint32_t* grid, int device,
+               void** args, const size_t* arg_sizes, int num_args) {
+  const auto& r = *static_cast<const PythonRuntime*>(runtime);
   if (g_python_exiting.load(std::memory_order_acquire) || !Py_IsInitialized()) return 91;
   EnterPython();
   int status = 0;
-  // Each parameter in an 8-byte slot (no parameter of this target is wider).
+  // Each parameter in an 8-byte slot (no Triton-layout parameter is wider).
   std::vector<uint64_t> slots(static_cast<size_t>(num_args), 0);
   for (int i = 0; i < num_args; ++i) {
     std::memcpy(&slots[static_cast<size_t>(i)], args[i], arg_sizes[i] < 8 ? arg_sizes[i] : 8);
@@ -147,14 +141,14 @@ int RunProgram(uint64_t kernel_id, const uint32_t* program_id, const uint32_t* g
                                            device, payload)
                            : nullptr;
   std::string message;
-  PyObject* result = call ? CallInterpreter("run_program", call, &message) : nullptr;
+  PyObject* result = call ? CallPython(r.run, call, &message) : nullptr;
   Py_XDECREF(call);
   if (result == nullptr) {
-    // The kernel raised: say so on stderr (simdev reports the failure as
+    // `run` raised: say so on stderr (simdev reports the failure as
     // sdErrorLaunchFailure at the stream's next synchronization).
-    if (message.empty()) message = "could not call the interpreter";
-    PySys_WriteStderr("devbridge: an interpreted Triton kernel failed on simdev:%d: %.2000s\n", device,
-                      message.c_str());
+    if (message.empty()) message = "could not call it";
+    PySys_WriteStderr("devbridge: a Python kernel of the %s kernel runtime failed on simdev:%d: %.2000s\n",
+                      r.name.c_str(), device, message.c_str());
     status = 1;
   } else {
     status = PyLong_Check(result) ? static_cast<int>(PyLong_AsLong(result)) : 1;
@@ -167,14 +161,14 @@ int RunProgram(uint64_t kernel_id, const uint32_t* program_id, const uint32_t* g
 
 int Load(void* self, int32_t device_id, const void* image, size_t image_size, const char* kernel_name,
          uint32_t shared_bytes, DevbridgeLoadedKernel* out) {
-  auto& r = *static_cast<InterpreterRuntime*>(self);
+  auto& r = *static_cast<PythonRuntime*>(self);
   return AdapterCall([&] {
     uint64_t kernel_id = 0;
     {
       const PyGILState_STATE gil = PyGILState_Ensure();
       std::string message;
       PyObject* args = Py_BuildValue("(y#)", static_cast<const char*>(image), static_cast<Py_ssize_t>(image_size));
-      PyObject* id = args ? CallInterpreter("register", args, &message) : nullptr;
+      PyObject* id = args ? CallPython(r.load, args, &message) : nullptr;
       Py_XDECREF(args);
       if (id != nullptr) {
         kernel_id = PyLong_AsUnsignedLongLong(id);
@@ -183,23 +177,23 @@ int Load(void* self, int32_t device_id, const void* image, size_t image_size, co
       }
       PyGILState_Release(gil);
       if (kernel_id == 0) {
-        throw std::runtime_error("the interpreter refused the binary: " +
-                                 (message.empty() ? std::string("could not call it") : message));
+        throw std::runtime_error("the Python kernel runtime's load refused the binary: " +
+                                 (message.empty() ? std::string("it returned no nonzero id") : message));
       }
     }
     (void)device_id;
     (void)shared_bytes;
     (void)kernel_name;  // the trampoline's entry point is always devbridge_interpret
-    const Setup setup{kernel_id, &RunProgram};
+    const Setup setup{&r, kernel_id, &RunProgram};
     LoadSimdevModuleWithSetup(r.simdev, r.trampoline.data(), r.trampoline.size(), "devbridge_interpret",
-                              "devbridge_interpreter_setup", &setup, out);
+                              "devbridge_interpret_setup", &setup, out);
     std::lock_guard<std::mutex> lock(r.mutex);
     r.kernel_of_module[out->module] = kernel_id;
   });
 }
 
 int Unload(void* self, void* module) {
-  auto& r = *static_cast<InterpreterRuntime*>(self);
+  auto& r = *static_cast<PythonRuntime*>(self);
   return AdapterCall([&] {
     uint64_t kernel_id = 0;
     {
@@ -210,7 +204,7 @@ int Unload(void* self, void* module) {
         r.kernel_of_module.erase(it);
       }
     }
-    CheckRuntimeStatus(*r.simdev, r.simdev->unload(r.simdev->self, module), "unloading an interpreted kernel");
+    CheckRuntimeStatus(*r.simdev, r.simdev->unload(r.simdev->self, module), "unloading a Python kernel");
     // The description stays registered: launches queued before the unload
     // still run, and they look it up by id.
     (void)kernel_id;
@@ -218,17 +212,17 @@ int Unload(void* self, void* module) {
 }
 
 int Launch(void* self, int32_t device_id, void* function, const DevbridgeLaunchConfig* config) {
-  auto& r = *static_cast<InterpreterRuntime*>(self);
+  auto& r = *static_cast<PythonRuntime*>(self);
   return r.simdev->launch(r.simdev->self, device_id, function, config);
 }
 
 int PointerDevice(void* self, uint64_t address, int32_t* out_device_id) {
-  auto& r = *static_cast<InterpreterRuntime*>(self);
+  auto& r = *static_cast<PythonRuntime*>(self);
   return r.simdev->pointer_device(r.simdev->self, address, out_device_id);
 }
 
 int DeviceProperties(void* self, int32_t device_id, DevbridgeDeviceProperties* out) {
-  auto& r = *static_cast<InterpreterRuntime*>(self);
+  auto& r = *static_cast<PythonRuntime*>(self);
   return r.simdev->device_properties(r.simdev->self, device_id, out);
 }
 
@@ -236,29 +230,39 @@ const char* LastError(void*) { return AdapterLastError().c_str(); }
 
 }  // namespace
 
-void StopInterpretedKernelsAtExit() noexcept { g_python_exiting.store(true, std::memory_order_release); }
+void StopPythonKernelsAtExit() noexcept { g_python_exiting.store(true, std::memory_order_release); }
 
-const DevbridgeKernelRuntime* SimdevInterpreterKernelRuntime(const std::string& simdev_library,
-                                                             const std::string& trampoline_path) {
-  static std::mutex mutex;
-  static auto* runtimes = new std::map<std::string, std::unique_ptr<InterpreterRuntime>>();  // process lifetime
-  std::lock_guard<std::mutex> lock(mutex);
-  const std::string key = simdev_library + '\n' + trampoline_path;
-  auto it = runtimes->find(key);
-  if (it != runtimes->end()) return &it->second->table;
+const DevbridgeKernelRuntime* PythonKernelRuntime(const std::string& name, const std::string& simdev_library,
+                                                  const std::string& trampoline_path, PyObject* load,
+                                                  PyObject* run) {
+  if (name.empty()) throw Error(ErrorKind::kValue, "devbridge: a Python kernel runtime needs a name");
+  if (!PyCallable_Check(load) || !PyCallable_Check(run)) {
+    throw Error(ErrorKind::kType, "devbridge: a Python kernel runtime's load and run must be callable");
+  }
   std::ifstream in(trampoline_path, std::ios::binary);
   std::string trampoline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (!in.good() && !in.eof()) trampoline.clear();
   if (trampoline.empty()) {
-    throw Error(ErrorKind::kRuntime, "devbridge: cannot read the simdev interpreter trampoline '" +
-                                         trampoline_path + "'; reinstall devbridge");
+    throw Error(ErrorKind::kRuntime, "devbridge: cannot read the Python kernel trampoline '" + trampoline_path +
+                                         "'; reinstall devbridge");
   }
-  auto runtime = std::make_unique<InterpreterRuntime>();
-  runtime->simdev = SimdevKernelRuntime(simdev_library);
+  // Never destroyed: launches may run during process exit.
+  auto* runtime = new PythonRuntime();
+  try {
+    runtime->simdev = SimdevKernelRuntime(simdev_library);
+  } catch (...) {
+    delete runtime;
+    throw;
+  }
+  runtime->name = name;
   runtime->trampoline = std::move(trampoline);
-  runtime->table = MakeKernelRuntime("simdev-interpreter", runtime.get(), &Load, &Unload, &Launch, &PointerDevice,
+  Py_INCREF(load);
+  Py_INCREF(run);
+  runtime->load = load;
+  runtime->run = run;
+  runtime->table = MakeKernelRuntime(runtime->name.c_str(), runtime, &Load, &Unload, &Launch, &PointerDevice,
                                      &LastError, &DeviceProperties);
-  return &runtimes->emplace(key, std::move(runtime)).first->second->table;
+  return &runtime->table;
 }
 
 }  // namespace launch

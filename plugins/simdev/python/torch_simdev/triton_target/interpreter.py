@@ -15,28 +15,11 @@ interpreter; run_program runs one program with the
 parameters devbridge's launcher packed, as simdev delivers them: pointers are
 simdev device addresses (host memory), used in place, with no copy.
 
-The modules coupled to Triton's interpreter internals are this one and its
-siblings _interpreter_source (the rewrite of the compiled source),
-_interpreter_memory (masked loads, stores and atomics) and
-_interpreter_libdevice. Checked on Triton 3.6.0 and 3.7.1
-(python/triton/runtime/interpreter.py and runtime/jit.py), this module uses:
-  triton.runtime.interpreter: _patch_lang(fn) (a _LangPatchScope with
-  set_attr / restore and its _changes list of (owner, name, original), with
-  _MISSING for an attribute that did not exist; of fn it reads only
-  __globals__, for the triton.language and triton.language.core to patch),
-  _implicit_cvt(arg), TensorHandle(data, dtype), InterpreterOptions (its
-  supported_fp8_dtypes and deprecated_fp8_dot_operand_dtypes, for the front
-  end), InterpreterBuilder().codegen_fns["min_dot_size"],
-  interpreter_builder.set_grid_dim(x, y, z) / .set_grid_idx(x, y, z); GridExecutor's convention
-  of passing constexpr-annotated parameters raw and converting the others.
-  interpreter_builder.options (an InterpreterOptions dataclass) is replaced
-  during a launch with the compiled specialization's debug and
-  sanitize_overflow.
-  triton.runtime.jit.JITFunction.__call__ is replaced, during a launch only,
-  so helper @triton.jit functions a kernel calls run interpreted (what
-  InterpretedFunction.__call__ does, but under the launch's patches: a launch
-  patches both language modules once, instead of once per helper call), each
-  from its own JITFunction.src like the kernel.
+Triton's interpreter internals are reached through _triton_api (the one
+module that names them, with the versions checked); this module, source
+(the rewrite of the compiled source), memory (masked loads, stores and
+atomics) and libdevice use them.
+
 The interpreter's builder and its patches of triton.language are
 process-wide, so one interpreted launch runs at a time (a lock held from its
 first program to its last; other workers wait for it without the GIL).
@@ -44,7 +27,6 @@ first program to its last; other workers wait for it without the GIL).
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
 import hashlib
 import importlib
@@ -56,21 +38,12 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-
-from . import _interpreter_libdevice, _interpreter_memory, _interpreter_source
+from . import _triton_api
+from . import libdevice as _libdevice
+from . import memory as _memory
+from . import source as _source
 
 FORMAT = "devbridge-simdev-interpreter/1"
-
-
-def _stop_at_exit() -> None:
-    # Programs still queued when Python exits are skipped rather than run in
-    # a finalizing interpreter (see py_interpreter_runtime.cpp).
-    from .. import _C
-
-    _C._stop_interpreted_kernels_at_exit()
-
-
-atexit.register(_stop_at_exit)
 
 # Element types Triton's interpreter cannot type (its dtype.to_ir has no case
 # for them: "fail to convert fp8e4b8 to ir type"; Triton 3.6.0 and 3.7.1).
@@ -89,8 +62,8 @@ _SCALAR_FORMATS = {
 def _encode_constant(value):
     """A constexpr value as JSON (what an interpreter run needs to bind it)."""
     import triton.language as tl
-    from triton.runtime.jit import JITFunction
 
+    JITFunction = _triton_api.jit_function()  # noqa: N806 (a class)
     if value is None or isinstance(value, (bool, int, float, str)):
         return {"value": value}
     if isinstance(value, tl.pointer_type):
@@ -148,9 +121,7 @@ def front_end_options() -> dict:
     fp8 types it computes with (its options list fp8e4b8 and fp8e5b16 too, but
     it cannot type them: the front end refuses those, naming the ones it takes),
     none deprecated as a dot operand."""
-    from triton.runtime.interpreter import InterpreterOptions
-
-    defaults = InterpreterOptions()
+    defaults = _triton_api.interpreter().InterpreterOptions()
     fp8 = tuple(name for name in defaults.supported_fp8_dtypes if name not in _NOT_INTERPRETABLE)
     return {"supported_fp8_dtypes": fp8,
             "deprecated_fp8_dot_operand_dtypes": tuple(defaults.deprecated_fp8_dot_operand_dtypes)}
@@ -158,9 +129,7 @@ def front_end_options() -> dict:
 
 def front_end_codegen() -> dict:
     """Code generation choices of the front end that are the interpreter's own."""
-    from triton.runtime.interpreter import InterpreterBuilder
-
-    return {"min_dot_size": InterpreterBuilder().codegen_fns["min_dot_size"]}
+    return {"min_dot_size": _triton_api.interpreter().InterpreterBuilder().codegen_fns["min_dot_size"]}
 
 
 def make_binary(src, metadata: dict) -> bytes:
@@ -256,7 +225,6 @@ def register(image: bytes) -> int:
     """Loads a binary: returns the id the trampoline copy is set up with."""
     global _next_id
     import triton.language as tl
-    from triton.runtime.jit import _normalize_ty
 
     description = json.loads(bytes(image).decode())
     if description.get("format") != FORMAT:
@@ -271,9 +239,9 @@ def register(image: bytes) -> int:
                            "since this binary was compiled; recompile it (clear Triton's cache)")
     # The text Triton compiled (jit_fn.src, which _unsafe_update_src may have
     # replaced), not the Python function's own.
-    kernel = _Kernel(description, jit_fn, _interpreter_source.rewritten(jit_fn, description["source"], fresh=True))
+    kernel = _Kernel(description, jit_fn, _source.rewritten(jit_fn, description["source"], fresh=True))
     kernel.constants = {tuple(json.loads(k)): _decode_constant(v) for k, v in description["constants"].items()}
-    annotations = {name: _normalize_ty(ty) for name, ty in jit_fn.fn.__annotations__.items()}
+    annotations = {name: _triton_api.normalize_ty(ty) for name, ty in jit_fn.fn.__annotations__.items()}
     kernel.constexpr_names = {name for name in description["arg_names"] if annotations.get(name) == "constexpr"}
 
     def pointer_types(ty):
@@ -303,8 +271,8 @@ def _decode(kernel: _Kernel, payload: bytes) -> dict:
     """The kernel's arguments by name, from the launcher's packed slots."""
     import numpy as np
     import triton.language as tl
-    from triton.runtime.interpreter import TensorHandle
 
+    TensorHandle = _triton_api.interpreter().TensorHandle  # noqa: N806 (a class)
     slots = [payload[i:i + 8] for i in range(0, len(payload), 8)]
     position = 0
 
@@ -369,16 +337,15 @@ class _EveryLang:
 def _helper_call(jit_fn, *args, **kwargs):
     """A @triton.jit helper called from an interpreted kernel: its own
     (possibly runtime-updated) source, like the kernel's."""
-    from triton.runtime.interpreter import _patch_lang
-
-    fn = _interpreter_source.rewritten(jit_fn)
+    fn = _source.rewritten(jit_fn)
     if threading.get_ident() in _current:
         # The launch's scope already patched both language modules: patching
         # again per call (what InterpretedFunction.__call__ does) walks every
         # member of triton.language each time, which made a reduction's
         # combine function cost milliseconds per call.
         return fn(*args, **kwargs)
-    scope = _patch_lang(jit_fn.fn)  # not on a worker inside a launch: patch for this call only
+    # not on a worker inside a launch: patch for this call only
+    scope = _triton_api.interpreter()._patch_lang(jit_fn.fn)
     try:
         return fn(*args, **kwargs)
     finally:
@@ -398,17 +365,16 @@ def _patch_language():
     replayed; a replay first checks that every original is still the current
     value, and records afresh where anything changed them."""
     global _recorded_patches
-    from triton.runtime import interpreter
-    from triton.runtime.interpreter import _LangPatchScope, _patch_lang
+    interpreter = _triton_api.interpreter()
 
     recorded = _recorded_patches
     if recorded is not None and all(getattr(owner, name, interpreter._MISSING) is original
                                     for owner, name, original, _ in recorded):
-        scope = _LangPatchScope()
+        scope = interpreter._LangPatchScope()
         for owner, name, _, patched in recorded:
             scope.set_attr(owner, name, patched)
         return scope
-    scope = _patch_lang(_EveryLang())
+    scope = interpreter._patch_lang(_EveryLang())
     first = {}
     for owner, name, original in scope._changes:  # in order: the first is the true original
         first.setdefault((id(owner), name), (owner, name, original))
@@ -419,21 +385,21 @@ def _patch_language():
 
 
 def _begin(kernel: _Kernel, payload: bytes, grid: tuple) -> _Launch:
-    from triton.runtime.interpreter import _implicit_cvt, interpreter_builder
-    from triton.runtime.jit import JITFunction
+    interpreter = _triton_api.interpreter()
+    interpreter_builder = interpreter.interpreter_builder
 
     fn = kernel.fn
     scope = _patch_language()
     try:
-        scope.set_attr(JITFunction, "__call__", _helper_call)
-        _interpreter_libdevice.patch(scope)  # libdevice.exp & co., which the interpreter lacks
-        _interpreter_memory.patch(scope)  # masked-out lanes never reach the interpreter's C++ with their addresses
+        scope.set_attr(_triton_api.jit_function(), "__call__", _helper_call)
+        _libdevice.patch(scope)  # libdevice.exp & co., which the interpreter lacks
+        _memory.patch(scope)  # masked-out lanes never reach the interpreter's C++ with their addresses
         # device_assert and overflow checks follow the compiled options (kernel[grid](..., debug=True))
         scope.set_attr(interpreter_builder, "options", dataclasses.replace(
             interpreter_builder.options, debug=kernel.description.get("debug", False),
             sanitize_overflow=kernel.description.get("sanitize_overflow", True)))
         values = _decode(kernel, payload)
-        arguments = {name: value if name in kernel.constexpr_names else _implicit_cvt(value)
+        arguments = {name: value if name in kernel.constexpr_names else interpreter._implicit_cvt(value)
                      for name, value in values.items()}
         interpreter_builder.set_grid_dim(*grid)
     except BaseException:
@@ -444,8 +410,7 @@ def _begin(kernel: _Kernel, payload: bytes, grid: tuple) -> _Launch:
 
 def run_program(kernel_id: int, program: tuple, grid: tuple, device: int, payload: bytes) -> int:
     """One program of a launch, called by the trampoline on the stream's worker."""
-    from triton.runtime.interpreter import interpreter_builder
-
+    interpreter_builder = _triton_api.interpreter().interpreter_builder
     worker = threading.get_ident()
     launch = _current.get(worker)
     if program == (0, 0, 0):

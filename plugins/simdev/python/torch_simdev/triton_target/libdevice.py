@@ -8,11 +8,9 @@ the same name, which states the symbol per dtype (`__nv_expf`, `__nv_exp`),
 and gives the interpreter's builder an extern_elementwise that evaluates the
 symbol with numpy. A symbol without a numpy equivalent is an error naming it.
 
-Coupled to (checked on Triton 3.6.0 and 3.7.1): the stub module
-triton.language.extra.libdevice, triton.language.extra.cuda.libdevice (each
-function takes `_semantic=`), InterpreterBuilder.create_extern_elementwise's
-signature (libName, libPath, symbol, argList, retType, isPure) with
-TensorHandle arguments and a tl type, and interpreter._get_np_dtype.
+The Triton names it uses are listed, with the versions checked, in
+_triton_api (create_extern_elementwise takes TensorHandle arguments and a tl
+type).
 """
 
 from __future__ import annotations
@@ -26,6 +24,8 @@ except ImportError as error:
     raise ImportError("devbridge: the interpreter Triton target (simdev's) runs kernels in Triton's interpreter, "
                       "which computes with numpy, and numpy is not installed: pip install numpy (torch-simdev and "
                       "devbridge[triton] declare it)") from error
+
+from . import _triton_api  # noqa: E402 (after numpy's check, which names the fix)
 
 
 def _rsqrt(x):
@@ -91,8 +91,7 @@ def _numpy_function(symbol: str):
 
 
 def _extern_elementwise(builder, libName, libPath, symbol, argList, retType, isPure):  # noqa: N803 (Triton's names)
-    from triton.runtime.interpreter import TensorHandle, _get_np_dtype
-
+    interpreter = _triton_api.interpreter()
     fn = _numpy_function(symbol)
     if fn is None:
         raise NotImplementedError(f"devbridge: simdev's Triton target has no numpy equivalent of the libdevice "
@@ -100,21 +99,19 @@ def _extern_elementwise(builder, libName, libPath, symbol, argList, retType, isP
     scalar = retType.scalar if hasattr(retType, "scalar") else retType
     with np.errstate(all="ignore"):  # inf / nan results are the function's, as on a GPU
         data = np.asarray(fn(*[handle.data for handle in argList]))
-    return TensorHandle(data.astype(_get_np_dtype(scalar)), scalar)
+    return interpreter.TensorHandle(data.astype(interpreter._get_np_dtype(scalar)), scalar)
 
 
 _replacements = None  # [(module, name, replacement)], built at the first launch
 
 
 def _build_replacements():
-    import triton.language.extra.libdevice as stubs
-    from triton.runtime.interpreter import InterpreterBuilder, interpreter_semantic
-
-    try:
-        import triton.language.extra.cuda.libdevice as cuda
-    except ImportError:  # a Triton without the NVIDIA backend: the stubs stay
+    interpreter = _triton_api.interpreter()
+    interpreter_semantic = interpreter.interpreter_semantic
+    stubs, cuda = _triton_api.libdevice_modules()
+    if cuda is None:  # a Triton without the NVIDIA backend: the stubs stay
         return []
-    replacements = [(InterpreterBuilder, "create_extern_elementwise", _extern_elementwise)]
+    replacements = [(interpreter.InterpreterBuilder, "create_extern_elementwise", _extern_elementwise)]
     for name, stub in inspect.getmembers(stubs, inspect.isfunction):
         implementation = getattr(cuda, name, None)
         if implementation is not None and stub.__module__ == stubs.__name__:

@@ -14,10 +14,9 @@ is the function's globals plus its closure's variables plus
 `interpreter_semantic`: a kernel defined inside a function sees the names it
 closed over, as the front end does (JITCallable.get_capture_scope).
 
-Coupled to (checked on Triton 3.6.0 and 3.7.1, python/triton/runtime/interpreter.py
-and runtime/jit.py): interpreter.FunctionRewriter.ast_transformer (an
-ast.NodeTransformer instance), interpreter.interpreter_semantic, and
-JITFunction's src / raw_src / starting_line_number / fn.
+The Triton names it uses (FunctionRewriter.ast_transformer,
+interpreter_semantic, JITFunction's src / raw_src / starting_line_number /
+fn) are listed, with the versions checked, in _triton_api.
 """
 
 from __future__ import annotations
@@ -25,6 +24,8 @@ from __future__ import annotations
 import ast
 import hashlib
 import threading
+
+from . import _triton_api
 
 _lock = threading.Lock()
 _ATTRIBUTE = "_devbridge_rewritten"  # on the JITFunction: {source sha256: rewritten function}
@@ -40,8 +41,6 @@ def _first_line(jit_fn) -> int:
 
 
 def _namespace(python_fn) -> dict:
-    from triton.runtime.interpreter import interpreter_semantic
-
     namespace = dict(python_fn.__globals__)
     if python_fn.__closure__:
         for name, cell in zip(python_fn.__code__.co_freevars, python_fn.__closure__):
@@ -49,7 +48,7 @@ def _namespace(python_fn) -> dict:
                 namespace[name] = cell.cell_contents
             except ValueError:  # a cell not filled yet: the front end could not have read it either
                 pass
-    namespace["interpreter_semantic"] = interpreter_semantic
+    namespace["interpreter_semantic"] = _triton_api.interpreter().interpreter_semantic
     return namespace
 
 
@@ -58,8 +57,6 @@ def rewritten(jit_fn, source: str | None = None, *, fresh: bool = False):
     jit_fn's globals and closure as they are now. Cached on jit_fn by source
     (a helper is rewritten once, not at every call); `fresh` rewrites anew,
     for a kernel being loaded (its namespace is a copy, taken when it loads)."""
-    from triton.runtime.interpreter import FunctionRewriter
-
     if source is None:
         source = jit_fn.src
     key = hashlib.sha256(source.encode()).hexdigest()
@@ -74,7 +71,7 @@ def rewritten(jit_fn, source: str | None = None, *, fresh: bool = False):
     if len(tree.body) != 1 or len(definitions) != 1:
         raise ValueError(f"devbridge: the source of the Triton function {python_fn.__qualname__} is not one "
                          "`def` (what JITFunction._unsafe_update_src must be given)")
-    tree = FunctionRewriter.ast_transformer.visit(tree)
+    tree = _triton_api.interpreter().FunctionRewriter.ast_transformer.visit(tree)
     ast.fix_missing_locations(tree)
     ast.increment_lineno(tree, _first_line(jit_fn) - 1)
     code = compile(tree, filename=python_fn.__code__.co_filename, mode="exec")

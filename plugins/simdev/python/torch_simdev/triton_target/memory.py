@@ -18,17 +18,15 @@ full shape, with every masked-out lane's address replaced by the address of a
 scratch buffer of this module: a masked lane can never reach a wild address,
 whatever the interpreter does with it. Results are the interpreter's own.
 
-Coupled to (checked on Triton 3.6.0 and 3.7.1, python/triton/runtime/interpreter.py):
-InterpreterBuilder.create_masked_load(ptrs, mask, other, cache_modifier,
-eviction_policy, is_volatile), create_masked_store(ptrs, value, mask,
-cache_modifier, eviction_policy), create_atomic_rmw(rmwOp, ptr, val, mask,
-sem, scope), create_atomic_cas(ptr, cmp, val, sem, scope) and TensorHandle(data,
-dtype) with .data a numpy array (pointers as uint64).
+The interpreter's names it uses are listed, with the Triton versions
+checked, in _triton_api (pointers are numpy uint64 arrays there).
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from . import _triton_api
 
 # Never read as data: the target of masked-out lanes (16 bytes cover every
 # element type the interpreter loads or stores, aligned for atomics).
@@ -46,17 +44,15 @@ def _full(array, shape):
 
 
 def _handle_like(handle, data):
-    from triton.runtime.interpreter import TensorHandle
-
-    return handle if data is handle.data else TensorHandle(data, handle.dtype)
+    return handle if data is handle.data else _triton_api.interpreter().TensorHandle(data, handle.dtype)
 
 
 def _pointers(ptrs, mask):
     """(pointer handle, mask handle): contiguous, full shape, masked-out lanes at the scratch buffer.
     A block pointer's mask arrives as a bare numpy array (BlockPointerHandle.materialize_pointers)."""
     import triton.language as tl
-    from triton.runtime.interpreter import TensorHandle
 
+    TensorHandle = _triton_api.interpreter().TensorHandle  # noqa: N806 (a class)
     shape = np.shape(ptrs.data)
     raw = mask if isinstance(mask, np.ndarray) else mask.data
     if (isinstance(mask, TensorHandle) and raw.dtype == np.bool_ and raw.shape == shape and raw.flags.c_contiguous
@@ -72,8 +68,7 @@ def _pointers(ptrs, mask):
 
 def patch(scope) -> None:
     """Install the safe builder methods for the launch (undone by scope.restore())."""
-    from triton.runtime.interpreter import InterpreterBuilder
-
+    InterpreterBuilder = _triton_api.interpreter().InterpreterBuilder  # noqa: N806 (a class)
     load = InterpreterBuilder.create_masked_load
     store = InterpreterBuilder.create_masked_store
     atomic_rmw = InterpreterBuilder.create_atomic_rmw

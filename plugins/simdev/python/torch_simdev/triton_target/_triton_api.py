@@ -1,0 +1,102 @@
+"""Every private Triton name simdev's Triton target touches, in one place, with
+the Triton versions each was checked on (3.6.0 and 3.7.1; the files are
+python/triton/runtime/interpreter.py and runtime/jit.py of each).
+
+The other modules of this package reach Triton's interpreter only through
+interpreter() (the module, once this Triton was checked) and the functions
+below; what each of them reads of it:
+
+  interpreter.py   _patch_lang(fn) (a _LangPatchScope with set_attr / restore
+                   and its _changes list of (owner, name, original), with
+                   _MISSING for an attribute that did not exist; of fn it reads
+                   only __globals__, for the triton.language and
+                   triton.language.core to patch), _implicit_cvt(arg),
+                   TensorHandle(data, dtype), InterpreterOptions (its
+                   supported_fp8_dtypes and deprecated_fp8_dot_operand_dtypes),
+                   InterpreterBuilder().codegen_fns["min_dot_size"],
+                   interpreter_builder.set_grid_dim(x, y, z) / .set_grid_idx(x,
+                   y, z) and .options (an InterpreterOptions dataclass, replaced
+                   during a launch with the specialization's debug and
+                   sanitize_overflow); GridExecutor's convention of passing
+                   constexpr-annotated parameters raw and converting the others
+  source.py        FunctionRewriter.ast_transformer (an ast.NodeTransformer
+                   instance), interpreter_semantic
+  memory.py        InterpreterBuilder.create_masked_load(ptrs, mask, other,
+                   cache_modifier, eviction_policy, is_volatile),
+                   create_masked_store(ptrs, value, mask, cache_modifier,
+                   eviction_policy), create_atomic_rmw(rmwOp, ptr, val, mask,
+                   sem, scope), create_atomic_cas(ptr, cmp, val, sem, scope),
+                   TensorHandle(data, dtype) with .data a numpy array
+  libdevice.py     InterpreterBuilder.create_extern_elementwise(libName,
+                   libPath, symbol, argList, retType, isPure), _get_np_dtype,
+                   interpreter_semantic; the modules
+                   triton.language.extra.libdevice (device-neutral stubs) and
+                   triton.language.extra.cuda.libdevice (each function takes
+                   `_semantic=`)
+
+and of triton.runtime.jit (normalize_ty, jit_function): _normalize_ty, and
+JITFunction's src / raw_src / starting_line_number / fn / arg_names, with
+JITFunction.__call__ replaced during a launch only, so helper @triton.jit
+functions a kernel calls run interpreted (what InterpretedFunction.__call__
+does, under the launch's patches).
+
+The kernel's source at compile time comes from devbridge's public
+devbridge.triton.compiling_source(). A Triton outside the checked versions is
+refused, naming them, before any of these is read.
+"""
+
+from __future__ import annotations
+
+CHECKED_VERSIONS = ((3, 6), (3, 7))
+
+_checked = None  # the interpreter module, once the version was checked
+
+
+def _major_minor(version: str) -> tuple[int, int]:
+    parts = version.split("+")[0].split(".")
+    return int(parts[0]), int("".join(c for c in parts[1] if c.isdigit()) or 0)
+
+
+def interpreter():
+    """triton.runtime.interpreter, after checking this Triton's version."""
+    global _checked
+    if _checked is None:
+        import triton
+
+        if _major_minor(triton.__version__) not in CHECKED_VERSIONS:
+            checked = ", ".join(f"{a}.{b}" for a, b in CHECKED_VERSIONS)
+            raise RuntimeError(f"simdev: Triton {triton.__version__} is not a version simdev's Triton target was "
+                               f"checked on ({checked}); install one of those (pip install triton==3.7.1)")
+        import triton.runtime.interpreter as module
+
+        _checked = module
+    return _checked
+
+
+def normalize_ty(ty):
+    """triton.runtime.jit._normalize_ty: an annotation as the JIT reads it ("constexpr", "*fp32", ...)."""
+    interpreter()
+    from triton.runtime.jit import _normalize_ty
+
+    return _normalize_ty(ty)
+
+
+def jit_function():
+    """triton.runtime.jit.JITFunction, whose __call__ a launch replaces."""
+    interpreter()
+    from triton.runtime.jit import JITFunction
+
+    return JITFunction
+
+
+def libdevice_modules():
+    """(the device-neutral libdevice stubs, NVIDIA's libdevice or None where
+    this Triton lacks the NVIDIA backend)."""
+    interpreter()
+    import triton.language.extra.libdevice as stubs
+
+    try:
+        import triton.language.extra.cuda.libdevice as cuda
+    except ImportError:
+        cuda = None
+    return stubs, cuda

@@ -1,0 +1,28 @@
+// A kernel runtime whose kernels are Python (py_kernel_runtime.cpp): its
+// programs run Python callables under the GIL, on simdev's streams.
+#pragma once
+
+#include <Python.h>
+
+#include <string>
+
+#include "devbridge/c_launch_api.h"
+
+namespace devbridge {
+namespace launch {
+
+// A new table named `name` over the simdev library at `simdev_library`,
+// loading copies of the trampoline library at `trampoline_path` (installed
+// beside devbridge._C): `load(image: bytes) -> int` registers a binary,
+// `run(id, program, grid, device, payload: bytes) -> int` runs one program.
+// Both are kept (new references) for the process, as is the table. Needs the
+// GIL. Throws devbridge::Error.
+const DevbridgeKernelRuntime* PythonKernelRuntime(const std::string& name, const std::string& simdev_library,
+                                                  const std::string& trampoline_path, PyObject* load, PyObject* run);
+
+// Called by an atexit hook: programs still queued after it are skipped
+// (reported as failures of their launch), never run in a finalizing Python.
+void StopPythonKernelsAtExit() noexcept;
+
+}  // namespace launch
+}  // namespace devbridge
