@@ -164,3 +164,22 @@ def test_is_current_stream_capturing_inside_and_outside():
     g.replay()
     assert torch.all(y.cpu() == 2.0)
     g.reset()
+
+
+def test_reduce_overhead_compiles_capture_and_replay_on_cudadev():
+    pytest.importorskip("triton")
+    from devbridge.inductor import graph_capture_counts
+
+    start = graph_capture_counts()
+    w1, w2 = host(64, 128, seed=0).to("cudadev"), host(128, 32, seed=1).to("cudadev")
+
+    def mlp(x):
+        return torch.relu(x @ w1 + 1.0) @ w2
+
+    compiled = torch.compile(mlp, mode="reduce-overhead")
+    for seed in range(2, 7):
+        x = host(16, 64, seed=seed).to("cudadev")
+        torch.testing.assert_close(compiled(x).cpu(), mlp(x).cpu(), rtol=1e-4, atol=1e-4)
+    now = graph_capture_counts()
+    assert now["captures"] - start["captures"] == 1, now
+    assert now["replays"] - start["replays"] == 4, now
