@@ -3,7 +3,9 @@
 #include <array>
 #include <atomic>
 #include <cstring>
+#include <mutex>
 #include <sstream>
+#include <vector>
 
 #include "devbridge/error.h"
 
@@ -86,6 +88,14 @@ void Register(int32_t dl_device_type, const DevbridgeGraphAPI* api, const std::s
   // registrations are rare (one per plugin import).
   auto* copy = new DevbridgeGraphAPI{};
   std::memcpy(copy, api, sizeof(DevbridgeGraphAPI));
+  {
+    // Every copy stays reachable from here (so leak checkers see it as kept,
+    // not lost, once a later registration replaces it).
+    static std::mutex mutex;
+    static auto* every_copy = new std::vector<const DevbridgeGraphAPI*>();
+    std::lock_guard<std::mutex> lock(mutex);
+    every_copy->push_back(copy);
+  }
   g_tables[slot].store(copy, std::memory_order_release);
 }
 
