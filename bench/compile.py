@@ -12,7 +12,12 @@ Train steps run each device in a process of its own, alternating (torch
 backend, so the cuda peer runs without a plugin loaded), same seed and
 inputs; target <= 1.02 x cuda (GPT block), <= 1.05 x (conv block). Then
 compile time of the GPT block forward, cold (empty Inductor and Triton
-caches) and warm (Dynamo reset, the same caches).
+caches) and warm (Dynamo reset, the same caches). The graphs part: the
+pointwise chain, the MLP and the GPT block forward compiled with
+mode="reduce-overhead" (captured graphs replayed) on cudadev, beside the same
+on cuda (Inductor's CUDA graph trees) and beside default mode on cudadev,
+alternating in one process; targets <= 1.05 x cuda, and >= 2 x faster than
+default mode for the launch-bound models.
 
     TORCH_DEVICE_BACKEND_AUTOLOAD=0 python bench/compile.py --machine h200 --results-dir bench/results
 """
@@ -50,6 +55,8 @@ from machine_info import cpu_model, git_commit  # noqa: E402
 
 TARGET = 1.05
 TRAIN_TARGET = {"block": 1.02, "conv": 1.05}
+GRAPH_TARGET = 1.05  # reduce-overhead on cudadev / reduce-overhead on cuda
+GRAPH_SPEEDUP_TARGET = 2.0  # default mode / reduce-overhead on cudadev, launch-bound models
 TRAIN_MODELS = {"block": "GPT block 768/12 heads, 8x512 tokens", "conv": "ResNet basic block 64 channels, 32x56x56"}
 
 
@@ -65,7 +72,8 @@ def load_plugin() -> None:
 
 
 def synchronize(device: str) -> None:
-    if device == "cuda":
+    """`device` may be a sample's label: its first word is the device."""
+    if device.split()[0] == "cuda":
         torch.cuda.synchronize()
     else:
         torch.accelerator.synchronize()
@@ -113,8 +121,8 @@ def kernel_times_us(step, device: str, iterations: int = 5) -> dict:
     return dict(times)
 
 
-def ratio_summary(samples: dict) -> dict:
-    pair_ratios = [b / a for a, b in zip(samples["cuda"], samples["cudadev"])]
+def ratio_summary(samples: dict, numerator: str = "cudadev", denominator: str = "cuda") -> dict:
+    pair_ratios = [b / a for a, b in zip(samples[denominator], samples[numerator])]
     return {"median": statistics.median(pair_ratios), "min": min(pair_ratios), "max": max(pair_ratios),
             "pairs": len(pair_ratios)}
 
@@ -126,29 +134,31 @@ class Model:
     make: Callable[[str], Callable[[], object]]  # device -> one compiled step
     devices: tuple = ("cuda", "cudadev")  # measured on; without cuda, no ratio
     eager: Callable[[str], Callable[[], object]] | None = None  # device -> one eager step, also measured
+    graphs: bool = False  # also measured with mode="reduce-overhead" (the graphs part)
 
 
 def models() -> list[Model]:
 
-    def pointwise(device):
+    # mode: torch.compile's (None: default mode).
+    def pointwise(device, mode=None):
         x, y = cases.to((cases._randn(4096), cases._randn(4096, seed=1)), device)
-        fn = torch.compile(cases.pointwise_chain, fullgraph=True)
+        fn = torch.compile(cases.pointwise_chain, fullgraph=True, mode=mode)
         return lambda: fn(x, y)
 
-    def mlp_small(device):
+    def mlp_small(device, mode=None):
         torch.set_grad_enabled(False)  # inference: see block_train
         model = cases.MLP().to(device)
         model.load_state_dict({k: v.to(device) for k, v in _weights(cases.MLP).items()})
         x = cases._randn(64, 32).to(device)
-        fn = torch.compile(model)
+        fn = torch.compile(model, mode=mode)
         return lambda: fn(x)
 
-    def block_forward(device):
+    def block_forward(device, mode=None):
         torch.set_grad_enabled(False)  # inference: see block_train
         model = cases.Block(768, 12).to(device)
         model.load_state_dict({k: v.to(device) for k, v in _weights(lambda: cases.Block(768, 12)).items()})
         x = cases._randn(8, 512, 768).to(device)
-        fn = torch.compile(model)
+        fn = torch.compile(model, mode=mode)
         return lambda: fn(x)
 
     def conv_forward(device):
@@ -166,10 +176,10 @@ def models() -> list[Model]:
         x = cases._randn(8, 512, 768).to(device)
         return lambda: model(x)
 
-    return [Model("pointwise chain, 4096 elements", True, pointwise),
-            Model("MLP 32-64-32, batch 64", True, mlp_small),
+    return [Model("pointwise chain, 4096 elements", True, pointwise, graphs=True),
+            Model("MLP 32-64-32, batch 64", True, mlp_small, graphs=True),
             Model("GPT block 768/12 heads, 8x512 tokens, forward (inference)", False, block_forward,
-                  eager=block_forward_eager),
+                  eager=block_forward_eager, graphs=True),
             Model("ResNet basic block 64 channels, 32x56x56, forward (inference)", False, conv_forward)]
 
 
@@ -287,7 +297,7 @@ def train_steps(model_name: str, pairs: int, iterations: int, repeats: int) -> d
     return results
 
 
-PARTS = ("compile", "steady", "train")
+PARTS = ("compile", "steady", "train", "graphs")
 
 
 def run(iterations: int, repeats: int, pairs: int, train_pairs: int, save,
@@ -317,6 +327,8 @@ def run(iterations: int, repeats: int, pairs: int, train_pairs: int, save,
         steady_rows(rows, kernels, iterations, pairs, save, meta)
     if "train" in parts:
         train_rows(rows, iterations, repeats, train_pairs, save, meta, train_models)
+    if "graphs" in parts:
+        graph_rows(rows, iterations, pairs, save, meta)
     return rows, meta
 
 
@@ -348,7 +360,7 @@ def steady_rows(rows: list[dict], kernels: dict, iterations: int, pairs: int, sa
         for device in model.devices:
             rows.append(row(f"{name}: torch.compile on {device}", statistics.median(samples[device]), "ms/iter",
                             group="steady state", device=device, launch_bound=launch_bound,
-                            samples=samples[device]))
+                            samples=samples[device], model=name, series=f"torch.compile on {device}"))
         if not launch_bound:
             per_kernel = {device: kernel_times_us(step, device) for device, step in steps.items()}
             kernels[name] = per_kernel
@@ -384,12 +396,68 @@ def train_rows(rows: list[dict], iterations: int, repeats: int, train_pairs: int
         for device in results:
             rows.append(row(f"{label}, train step (compiled fwd+bwd, AdamW foreach): torch.compile on {device}, "
                             "a process of its own", statistics.median(samples[device]), "ms/iter", group="train step",
-                            device=device, samples=samples[device], loss=results[device][-1]["loss"]))
+                            device=device, samples=samples[device], loss=results[device][-1]["loss"],
+                            model=f"{label}, train step", series=f"torch.compile on {device}"))
         summary = ratio_summary(samples)
         target = TRAIN_TARGET[model_name]
         rows.append(row(f"{label}, train step: ratio cudadev/cuda", summary["median"], "ratio", target=f"<= {target}",
                         target_met=summary["median"] <= target, group="train step", spread=summary,
                         loss_cuda=results["cuda"][-1]["loss"], loss_cudadev=results["cudadev"][-1]["loss"]))
+        save(rows, meta)
+
+
+# ---------------------------------------------------------------- reduce-overhead (graph capture)
+
+GRAPH_SERIES = {"cuda": "reduce-overhead on cuda", "cudadev": "reduce-overhead on cudadev",
+                "cudadev default": "default mode on cudadev"}
+
+
+def _each_step_begins(step):
+    """The step as graph trees expect a loop over it: a new step begins each
+    call (torch.compiler.cudagraph_mark_step_begin; it only counts, and is
+    called for every series alike)."""
+
+    def marked():
+        torch.compiler.cudagraph_mark_step_begin()
+        return step()
+
+    return marked
+
+
+def graph_rows(rows: list[dict], iterations: int, pairs: int, save, meta: dict) -> None:
+    """reduce-overhead on cudadev against reduce-overhead on cuda and against
+    default mode on cudadev, the three alternating in this process."""
+    from devbridge.inductor import graph_capture_counts
+
+    for model in models():
+        if not model.graphs:
+            continue
+        name = model.name
+        torch._dynamo.reset()
+        before = graph_capture_counts()
+        steps = {"cuda": model.make("cuda", mode="reduce-overhead"),
+                 "cudadev": model.make("cudadev", mode="reduce-overhead"),
+                 "cudadev default": model.make("cudadev")}
+        samples = alternating_ms({label: _each_step_begins(step) for label, step in steps.items()}, iterations, pairs)
+        after = graph_capture_counts()
+        counts = {key: after[key] - before.get(key, 0) for key in after}
+        for label, series in GRAPH_SERIES.items():
+            rows.append(row(f"{name}: {series}", statistics.median(samples[label]), "ms/iter", group="graphs",
+                            device=label.split()[0], launch_bound=model.launch_bound, samples=samples[label],
+                            model=name, series=series))
+        # without a capture on cudadev there is nothing to compare: the targets are not met
+        captured = counts.get("captures", 0) > 0 and counts.get("not_captured", 0) == 0
+        parity = ratio_summary(samples, "cudadev", "cuda")
+        rows.append(row(f"{name}: reduce-overhead ratio cudadev/cuda (graphs captured on cudadev: "
+                        f"{counts.get('captures', 0)}, left uncaptured: {counts.get('not_captured', 0)})",
+                        parity["median"], "ratio", target=f"<= {GRAPH_TARGET}",
+                        target_met=captured and parity["median"] <= GRAPH_TARGET, group="graphs",
+                        launch_bound=model.launch_bound, spread=parity, graph_counts=counts))
+        speedup = ratio_summary(samples, "cudadev default", "cudadev")
+        extra = ({"target": f">= {GRAPH_SPEEDUP_TARGET}",
+                  "target_met": captured and speedup["median"] >= GRAPH_SPEEDUP_TARGET} if model.launch_bound else {})
+        rows.append(row(f"{name}: on cudadev, default mode / reduce-overhead (speed-up)", speedup["median"], "ratio",
+                        group="graphs", launch_bound=model.launch_bound, spread=speedup, **extra))
         save(rows, meta)
 
 
@@ -430,18 +498,22 @@ def plot(rows: list[dict], meta: dict, path: pathlib.Path) -> str | None:
         import matplotlib.pyplot as plt
     except ImportError as error:
         return f"matplotlib is not available ({error})"
-    steady = [r for r in rows if r["group"] in ("steady state", "train step") and r["unit"] == "ms/iter"]
-    names = list(dict.fromkeys(r["name"].split(": torch.compile")[0] for r in steady))
-    figure, axis = plt.subplots(figsize=(10, 4.5))
-    width = 0.38
-    for offset, device in ((-width / 2, "cuda"), (width / 2, "cudadev")):
-        values = [next((r["value"] for r in steady if r["device"] == device and r["name"].startswith(n)), 0.0)
-                  for n in names]  # 0: no peer measured (the train step on cuda)
-        axis.barh([i + offset for i in range(len(names))], values, height=width, label=f"torch.compile on {device}")
+    bars = [r for r in rows if r["unit"] == "ms/iter" and "series" in r]
+    if not bars:
+        return "no per-iteration rows to plot"
+    names = list(dict.fromkeys(r["model"] for r in bars))
+    series = list(dict.fromkeys(r["series"] for r in bars))
+    figure, axis = plt.subplots(figsize=(10, 1.0 + 0.45 * len(names) * len(series)))
+    width = 0.8 / len(series)
+    for k, label in enumerate(series):
+        offset = (k - (len(series) - 1) / 2) * width
+        values = [next((r["value"] for r in bars if r["series"] == label and r["model"] == n), 0.0)
+                  for n in names]  # 0: not measured in this series
+        axis.barh([i + offset for i in range(len(names))], values, height=width, label=label)
     axis.set_yticks(range(len(names)), [n.replace(", ", "\n", 1) for n in names], fontsize=8)
     axis.set_xscale("log")
     axis.set_xlabel("ms per iteration (log)")
-    axis.set_title(f"torch.compile steady state, {meta['gpu']}, commit {meta['commit']}")
+    axis.set_title(f"torch.compile, {meta['gpu']}, commit {meta['commit']}")
     axis.legend()
     figure.tight_layout()
     figure.savefig(path, dpi=120)

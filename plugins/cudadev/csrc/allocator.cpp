@@ -238,7 +238,7 @@ void free_block(void* context) noexcept {
 void return_to_pool(Block* block, std::vector<cudaStream_t> used_on) noexcept {
   // A stream-ordered free on a capturing stream, or a wait for one, would be
   // recorded into the capture instead of run: park it until the capture ends.
-  if (any_capture_in_progress()) {
+  if (any_capture_in_progress()) {  // spares the per-stream queries when nothing captures
     bool capturing = stream_is_capturing(block->allocation_stream);
     for (cudaStream_t stream : used_on) {
       capturing = capturing || stream_is_capturing(stream);
@@ -375,7 +375,7 @@ c10::DataPtr CudadevAllocator::allocate(size_t nbytes) {
   const c10::Stream current = current_stream(idx);
   const cudaStream_t stream = native_stream(current);
   const size_t size = rounded_size(nbytes);
-  if (C10_UNLIKELY(any_capture_in_progress()) && stream_is_capturing(stream)) {
+  if (C10_UNLIKELY(stream_is_capturing(stream))) {
     return allocate_for_capture(idx, stream, nbytes);
   }
   DeviceState& s = state(idx);

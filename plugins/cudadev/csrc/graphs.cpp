@@ -128,9 +128,8 @@ c10::cuda::CUDAStream as_cuda_stream(void* stream, c10::DeviceIndex device) {
   return c10::cuda::getStreamFromExternal(static_cast<cudaStream_t>(stream), device);
 }
 
-Handle& lookup(void* handle, Handle::Kind kind) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
+// The live handle of that kind; the caller holds the registry's mutex.
+auto find_live_locked(Registry& r, void* handle, Handle::Kind kind) {
   auto it = r.handles.find(handle);
   TORCH_CHECK(it != r.handles.end(), kind == Handle::kGraph ? "graph" : "executable", " handle ", handle,
               " is not a live cudadev ", kind == Handle::kGraph ? "graph" : "executable",
@@ -138,7 +137,13 @@ Handle& lookup(void* handle, Handle::Kind kind) {
   TORCH_CHECK(it->second->kind == kind, "handle ", handle, " is ",
               it->second->kind == Handle::kGraph ? "a graph; replay takes the executable instantiate returned"
                                                  : "an executable; pass the graph capture_end returned");
-  return *it->second;
+  return it;
+}
+
+Handle& lookup(void* handle, Handle::Kind kind) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return *find_live_locked(r, handle, kind)->second;
 }
 
 void* add_handle(Handle::Kind kind, std::shared_ptr<at::cuda::CUDAGraph> graph, c10::DeviceIndex device) {
@@ -153,11 +158,9 @@ void* add_handle(Handle::Kind kind, std::shared_ptr<at::cuda::CUDAGraph> graph, 
 void destroy_handle(void* handle, Handle::Kind kind) {
   std::unique_ptr<Handle> owned;
   {
-    (void)lookup(handle, kind);
     Registry& r = registry();
     std::lock_guard<std::mutex> lock(r.mutex);
-    auto it = r.handles.find(handle);
-    TORCH_CHECK(it != r.handles.end(), "handle ", handle, " was destroyed by another thread");
+    auto it = find_live_locked(r, handle, kind);
     owned = std::move(it->second);
     r.handles.erase(it);
   }

@@ -88,6 +88,20 @@ struct SimdevAllocator::Impl {
 
   DeviceStats& statsOf(c10::DeviceIndex device) { return stats.at(device); }
 
+  // A block for a segment just obtained from sdMalloc (or handed over by a
+  // capture pool), counted as reserved. Caller holds the mutex.
+  Block* newSegment(void* ptr, size_t size, c10::DeviceIndex device) {
+    auto* block = new Block();
+    block->ptr = ptr;
+    block->size = size;
+    block->device = device;
+    DeviceStats& s = statsOf(device);
+    s.reserved_bytes[kAggregate].increase(size);
+    s.segment[kAggregate].increase(1);
+    s.num_device_alloc += 1;
+    return block;
+  }
+
   // Whether `block` (freed) may serve an allocation for `stream`. Caller holds the mutex.
   static bool usableOn(const Block& block, sdStream_t stream) {
     for (const PendingUse& use : block.pending) {
@@ -257,15 +271,8 @@ c10::DataPtr SimdevAllocator::allocate(size_t nbytes) {
       if (status == sdErrorMemoryAllocation) impl_->throwOutOfMemory(device, size, sdGetLastErrorString());
     }
     SIMDEV_CHECK(status);
-    block = new Block();
-    block->ptr = ptr;
-    block->size = size;
-    block->device = device;
     std::lock_guard<std::mutex> lock(impl_->mutex);
-    DeviceStats& s = impl_->statsOf(device);
-    s.reserved_bytes[kAggregate].increase(size);
-    s.segment[kAggregate].increase(1);
-    s.num_device_alloc += 1;
+    block = impl_->newSegment(ptr, size, device);
   }
   block->alloc_stream = stream;
   block->requested = nbytes;
@@ -314,16 +321,8 @@ void SimdevAllocator::deleteBlock(void* ptr) noexcept {
 void SimdevAllocator::adoptBlock(void* ptr, size_t size, c10::DeviceIndex device,
                                  const std::vector<sdStream_t>& streams) noexcept {
   try {
-    auto* block = new Block();
-    block->ptr = ptr;
-    block->size = size;
-    block->device = device;
     std::lock_guard<std::mutex> lock(impl_->mutex);
-    DeviceStats& s = impl_->statsOf(device);
-    s.reserved_bytes[kAggregate].increase(size);
-    s.segment[kAggregate].increase(1);
-    s.num_device_alloc += 1;
-    impl_->cacheFreed(block, streams);
+    impl_->cacheFreed(impl_->newSegment(ptr, size, device), streams);
   } catch (...) {
     LOG(WARNING) << "simdev allocator: out of host memory adopting block " << ptr << "; the block is not reused";
   }

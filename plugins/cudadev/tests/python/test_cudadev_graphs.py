@@ -187,3 +187,33 @@ def test_reduce_overhead_compiles_capture_and_replay_on_cudadev():
     now = graph_capture_counts()
     assert now["captures"] - start["captures"] == 1, now
     assert now["replays"] - start["replays"] == 4, now
+
+
+def test_reduce_overhead_on_cudadev_matches_reduce_overhead_on_cuda():
+    """The same function compiled with mode="reduce-overhead" for cuda
+    (Inductor's CUDA graph trees) and for cudadev (devbridge's capture): the
+    same results, replay after replay, with new inputs copied in each time."""
+    pytest.importorskip("triton")
+    from devbridge.inductor import graph_capture_counts
+
+    w1_host, w2_host = host(64, 128, seed=10), host(128, 32, seed=11)
+
+    def compiled_on(device):
+        w1, w2 = w1_host.to(device), w2_host.to(device)
+
+        def mlp(x):
+            return torch.relu(x @ w1 + 1.0) @ w2
+
+        return torch.compile(mlp, mode="reduce-overhead")
+
+    start = graph_capture_counts()
+    on_cuda, on_cudadev = compiled_on("cuda"), compiled_on("cudadev")
+    with torch.no_grad():
+        for seed in range(12, 17):
+            x = host(16, 64, seed=seed)
+            torch.compiler.cudagraph_mark_step_begin()
+            expected = on_cuda(x.to("cuda")).cpu()
+            torch.testing.assert_close(on_cudadev(x.to("cudadev")).cpu(), expected, rtol=1e-5, atol=1e-5)
+    now = graph_capture_counts()
+    assert now["captures"] - start["captures"] == 1, now
+    assert now["replays"] - start["replays"] == 4, now
