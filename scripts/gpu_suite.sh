@@ -215,11 +215,11 @@ want tests && step pytest_gpu 240 --no-tests-ok env DEVBRIDGE_TEST_PLUGIN=torch_
     --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT"
 done
 # BENCH_COMPILE_PARTS (a comma list of compile, steady, train, graphs; default
-# compile,steady,train) runs part of it when the whole no longer fits one call;
+# all four, saved as compile_<machine>.*) runs part of it when the whole no longer fits one call;
 # graphs is reduce-overhead (graph capture) against cuda and against default
 # mode. BENCH_COMPILE_TRAIN_MODELS (block, conv; default both) picks the train steps.
 { want bench || want compile || want compile_bench; } && step bench_compile 560 "$PY" "$ROOT/bench/compile.py" \
-  --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT" --parts "${BENCH_COMPILE_PARTS:-compile,steady,train}" \
+  --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT" --parts "${BENCH_COMPILE_PARTS:-compile,steady,train,graphs}" \
   --train-models "${BENCH_COMPILE_TRAIN_MODELS:-block,conv}"
 
 echo "==> summary ($(($(date +%s) - START))s, logs in $OUT)"
