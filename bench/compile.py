@@ -409,7 +409,7 @@ def train_rows(rows: list[dict], iterations: int, repeats: int, train_pairs: int
 # ---------------------------------------------------------------- reduce-overhead (graph capture)
 
 GRAPH_SERIES = {"cuda": "reduce-overhead on cuda", "cudadev": "reduce-overhead on cudadev",
-                "cudadev default": "default mode on cudadev"}
+                "cudadev default": "default mode on cudadev", "cuda default": "default mode on cuda"}
 
 
 def _each_step_begins(step):
@@ -437,7 +437,7 @@ def graph_rows(rows: list[dict], iterations: int, pairs: int, save, meta: dict) 
         before = graph_capture_counts()
         steps = {"cuda": model.make("cuda", mode="reduce-overhead"),
                  "cudadev": model.make("cudadev", mode="reduce-overhead"),
-                 "cudadev default": model.make("cudadev")}
+                 "cudadev default": model.make("cudadev"), "cuda default": model.make("cuda")}
         samples = alternating_ms({label: _each_step_begins(step) for label, step in steps.items()}, iterations, pairs)
         after = graph_capture_counts()
         counts = {key: after[key] - before.get(key, 0) for key in after}
@@ -458,6 +458,11 @@ def graph_rows(rows: list[dict], iterations: int, pairs: int, save, meta: dict) 
                   "target_met": captured and speedup["median"] >= GRAPH_SPEEDUP_TARGET} if model.launch_bound else {})
         rows.append(row(f"{name}: on cudadev, default mode / reduce-overhead (speed-up)", speedup["median"], "ratio",
                         group="graphs", launch_bound=model.launch_bound, spread=speedup, **extra))
+        # The peer's own speed-up, graph trees over default mode on cuda: what
+        # reduce-overhead buys on the same GPU where torch supports it.
+        peer = ratio_summary(samples, "cuda default", "cuda")
+        rows.append(row(f"{name}: on cuda, default mode / reduce-overhead (speed-up, for comparison)",
+                        peer["median"], "ratio", group="graphs", launch_bound=model.launch_bound, spread=peer))
         save(rows, meta)
 
 

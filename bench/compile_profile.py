@@ -7,8 +7,9 @@ Four parts, each on every device given, in one process:
      lines, get_raw_stream, the allocation, an extern mm into an out= buffer;
      the guard and stream lines are the ones Inductor generates for the device
      (its registered device op overrides), not hand-written equivalents;
-  2. torch.profiler's CPU operator table of compiled steps (self time);
-  3. cProfile of compiled steps (Python functions, by own time);
+  2. torch.profiler's CPU operator table of compiled steps (self time), in
+     each mode of --modes (default; reduce-overhead: captured graphs replayed);
+  3. cProfile of compiled steps (Python functions, by own time), the same;
   4. cProfile of a warm compile (Dynamo reset, caches filled), by cumulative time;
   5. the same warm compile in-process (compile_threads=1), cProfile by own time;
   6. what a fresh compile worker pays before its first kernel of the device
@@ -86,16 +87,26 @@ def wrapper_operations(device: str) -> dict[str, float]:
     return results
 
 
-def compiled_steps(device: str, batch: int, tokens: int) -> dict[str, object]:
+def compiled_steps(device: str, batch: int, tokens: int, mode: str) -> dict[str, object]:
+    """The steps of parts 2 and 3, compiled in torch.compile's `mode`; under
+    reduce-overhead each call begins a new step, as a training loop's would."""
     torch.set_grad_enabled(False)
     torch.manual_seed(0)
+    mode_arg = None if mode == "default" else mode
+    x, y = cases.to((cases._randn(4096), cases._randn(4096, seed=1)), device)
     mlp = cases.MLP().to(device)
     x_mlp = cases._randn(64, 32).to(device)
     block = cases.Block(768, 12).to(device)
     x_block = cases._randn(batch, tokens, 768).to(device)
-    fn_mlp, fn_block = torch.compile(mlp), torch.compile(block)
-    return {"MLP 32-64-32, batch 64": lambda: fn_mlp(x_mlp),
-            f"GPT block 768/12, {batch}x{tokens}, forward": lambda: fn_block(x_block)}
+    fn_pointwise = torch.compile(cases.pointwise_chain, fullgraph=True, mode=mode_arg)
+    fn_mlp, fn_block = torch.compile(mlp, mode=mode_arg), torch.compile(block, mode=mode_arg)
+    steps = {"pointwise chain, 4096 elements": lambda: fn_pointwise(x, y),
+             "MLP 32-64-32, batch 64": lambda: fn_mlp(x_mlp),
+             f"GPT block 768/12, {batch}x{tokens}, forward": lambda: fn_block(x_block)}
+    if mode == "reduce-overhead":
+        mark = torch.compiler.cudagraph_mark_step_begin
+        steps = {name: (lambda step=step: (mark(), step())) for name, step in steps.items()}
+    return steps
 
 
 def operator_table(step, device: str, iterations: int) -> str:
@@ -257,7 +268,9 @@ def main() -> int:
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--results-dir", type=pathlib.Path, default=HERE / "results")
     parser.add_argument("--block-shape", default="8,512", help="batch,tokens of the GPT block's input")
-    parser.add_argument("--skip-compile-profile", action="store_true", help="leave out part 4")
+    parser.add_argument("--skip-compile-profile", action="store_true", help="leave out parts 4 to 6")
+    parser.add_argument("--modes", default="default",
+                        help="comma list of torch.compile modes for parts 2 and 3: default, reduce-overhead")
     args = parser.parse_args()
     importlib.import_module(args.plugin)
     import devbridge.inductor
@@ -283,11 +296,13 @@ def main() -> int:
                             f"{warm_compile_in_process(device, batch, tokens)}")
     for device in devices:
         operations[device] = {**wrapper_operations(device), **extern_matmuls(device, batch, tokens)}
-        for name, step in compiled_steps(device, batch, tokens).items():
-            sections.append(f"## 2. CPU operators, {name}, {device}, {args.iterations} steps\n\n"
-                            f"{operator_table(step, device, args.iterations)}")
-            sections.append(f"## 3. Python functions, {name}, {device}, {args.iterations} steps (own time)\n\n"
-                            f"{steady_state_profile(step, device, args.iterations)}")
+        for mode in args.modes.split(","):
+            torch._dynamo.reset()
+            for name, step in compiled_steps(device, batch, tokens, mode).items():
+                what = f"{name}, {device}, {mode} mode, {args.iterations} steps"
+                sections.append(f"## 2. CPU operators, {what}\n\n{operator_table(step, device, args.iterations)}")
+                sections.append(f"## 3. Python functions, {what} (own time)\n\n"
+                                f"{steady_state_profile(step, device, args.iterations)}")
     lines = [f"# Host time of torch.compile steps ({args.machine}, torch {torch.__version__}, commit {git_commit()})",
              "", "## 1. the generated wrapper's host operations, ns per call", "",
              "| operation | " + " | ".join(devices) + " |", "|---|" + "---:|" * len(devices)]

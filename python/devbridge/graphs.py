@@ -177,6 +177,12 @@ class Graph:
     def replay(self, stream: torch.Stream | None = None) -> None:
         """Queue the recorded work on `stream` (None: the current stream of the
         graph's device), which must be a stream of the graph's device."""
+        exec_, device = self._exec, self._device
+        if stream is None and exec_ is not None:
+            # The hot path of reduce-overhead: the device was checked at the
+            # capture, so only its current stream is asked for.
+            _C._graph_replay(device.type, exec_, device.index, _C.current_stream(device.type, device.index))
+            return
         if self._capture_stream is not None:
             raise RuntimeError("devbridge.graphs: replay() while this Graph is capturing; call capture_end() "
                                "first")

@@ -94,6 +94,19 @@ def test_a_new_shape_gets_a_capture_of_its_own():
     assert counted["replays"] == 5, graph_capture_counts()
 
 
+def test_views_at_other_offsets_of_one_storage_replay_the_same_capture():
+    # Inputs are copied into the capture's own buffers, so where a view
+    # starts in its storage does not matter: one capture serves them all.
+    counted = Counted()
+    w1, w2 = host(32, 64, seed=0).to("simdev"), host(64, 16, seed=1).to("simdev")
+    storage = host(12, 32, seed=2).to("simdev")
+    compiled = torch.compile(mlp, mode="reduce-overhead")
+    for start in range(5):
+        x = storage[start:start + 8]
+        torch.testing.assert_close(compiled(x, w1, w2).cpu(), mlp(x, w1, w2).cpu())
+    assert counted["captures"] == 1 and counted["replays"] == 4, graph_capture_counts()
+
+
 def test_replays_follow_the_current_stream_under_the_delay():
     w1, w2 = host(32, 64, seed=0).to("simdev"), host(64, 16, seed=1).to("simdev")
     compiled = torch.compile(mlp, mode="reduce-overhead")

@@ -100,7 +100,10 @@ def _draws_random_numbers(node) -> bool:
 
 
 def _signature(inputs) -> tuple:
-    return tuple((tuple(x.shape), x.stride(), x.dtype, x.device, x.storage_offset()) if isinstance(x, torch.Tensor)
+    # Computed at every call, so kept to what a capture depends on: a static
+    # buffer is made from shape, strides, dtype and device (the storage offset
+    # of an input does not reach it).
+    return tuple((x.shape, x.stride(), x.dtype, x.device) if isinstance(x, torch.Tensor)
                  else (type(x), x if isinstance(x, (int, float, bool)) else None) for x in inputs)
 
 
@@ -108,17 +111,19 @@ def _expanded_dims(t: torch.Tensor) -> list[int]:
     return [d for d in range(t.dim()) if t.stride(d) == 0 and t.size(d) > 1]
 
 
-def _copy_into(dst: torch.Tensor, src: torch.Tensor) -> None:
+def _copy_into(dst: torch.Tensor, src: torch.Tensor, dims=None) -> None:
     """dst.copy_(src) for a dst that may be expanded (stride 0, which copy_
     refuses as overlapping): every element of an expanded dimension is the
-    same memory, so index 0 of it is copied."""
-    dims = _expanded_dims(dst)
-    for d in dims:
+    same memory, so index 0 of it is copied. dims: dst's expanded dimensions
+    where the caller knows them."""
+    for d in _expanded_dims(dst) if dims is None else dims:
         dst, src = dst.narrow(d, 0, 1), src.narrow(d, 0, 1)
     dst.copy_(src)
 
 
 class _Capture:
+    # copied: (input index, static buffer, its expanded dimensions) per input
+    # that each replay copies in, decided once at the capture.
     __slots__ = ("graph", "static_inputs", "copied", "written_back", "outputs", "as_tuple", "memory")
 
 
@@ -163,9 +168,10 @@ class _Graphified:
         for i, x in enumerate(inputs):
             if isinstance(x, torch.Tensor) and i not in self.static:
                 buffer = torch.empty_strided(x.size(), x.stride(), dtype=x.dtype, device=x.device)
-                _copy_into(buffer, x)
+                dims = _expanded_dims(buffer)
+                _copy_into(buffer, x, dims)
                 capture.static_inputs.append(buffer)
-                capture.copied.append(i)
+                capture.copied.append((i, buffer, dims))
                 if i in self.mutated:
                     capture.written_back.append(i)
             else:
@@ -188,14 +194,17 @@ class _Graphified:
         return capture
 
     def _replay(self, capture: _Capture, inputs: list):
-        static_inputs = capture.static_inputs
-        for i in capture.copied:
-            source, target = inputs[i], static_inputs[i]
+        for i, target, dims in capture.copied:
+            source = inputs[i]
             if source.data_ptr() != target.data_ptr():
-                _copy_into(target, source)
+                if dims:
+                    _copy_into(target, source, dims)
+                else:
+                    target.copy_(source)
         if self.is_backward:
             _move_held_outputs(capture)
         capture.graph.replay()
+        static_inputs = capture.static_inputs
         for i in capture.written_back:
             inputs[i].copy_(static_inputs[i])
         inputs.clear()
