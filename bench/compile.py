@@ -426,7 +426,7 @@ def _each_step_begins(step):
 
 def graph_rows(rows: list[dict], iterations: int, pairs: int, save, meta: dict) -> None:
     """reduce-overhead on cudadev against reduce-overhead on cuda and against
-    default mode on cudadev, the three alternating in this process."""
+    default mode on cudadev and on cuda, the four alternating in this process."""
     from devbridge.inductor import graph_capture_counts
 
     for model in models():

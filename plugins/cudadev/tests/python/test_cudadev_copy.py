@@ -64,6 +64,32 @@ def test_device_to_device_same_device(dtype):
     assert torch.equal(source.clone().cpu(), host)
 
 
+def test_overlapping_views_on_one_device_behave_as_on_cuda():
+    # Contiguous, same dtype, but the ranges overlap: not a plain byte copy;
+    # the answer (values or torch's overlap error) must be cuda's.
+    def attempt(device):
+        x = torch.arange(16.0, device=device)
+        try:
+            x[1:9].copy_(x[0:8])
+        except RuntimeError as error:
+            return type(error), str(error).split("\n")[0]
+        return x.cpu()
+
+    on_cuda, on_cudadev = attempt("cuda"), attempt("cudadev")
+    if isinstance(on_cuda, torch.Tensor):
+        assert torch.equal(on_cudadev, on_cuda)
+    else:
+        assert on_cudadev == on_cuda
+
+
+def test_a_copy_into_itself_and_empty_copies_leave_values_alone():
+    x = torch.arange(12.0, device="cudadev").reshape(3, 4)
+    x.copy_(x)
+    x[1:2].copy_(x[1:2])
+    torch.empty(0, device="cudadev").copy_(torch.empty(0, device="cudadev"))
+    assert torch.equal(x.cpu(), torch.arange(12.0).reshape(3, 4))
+
+
 def test_non_contiguous_sources_and_destinations():
     host = torch.arange(24, dtype=torch.float32).reshape(4, 6)
     device = host.to("cudadev")

@@ -56,6 +56,22 @@ def test_an_op_on_a_busy_stream_runs_after_the_sleep_and_before_the_copy():
     assert torch.all(host == 1)
 
 
+def test_a_plain_device_copy_waits_for_the_busy_stream_it_is_queued_on():
+    # Same dtype, contiguous: one cudaMemcpyAsync, which must be queued on the
+    # current cudadev stream like every other copy.
+    warm_up()
+    x = torch.zeros(N, device="cudadev")
+    y = torch.empty(N, device="cudadev")
+    torch.cudadev.synchronize()
+    stream = torch.Stream(device="cudadev")
+    with stream:
+        torch.cudadev._sleep_on_current_stream(SLEEP_MS)
+        x.add_(1)
+        y.copy_(x)
+        host = read_into(pinned_like(y), y)
+    assert torch.all(host == 1)
+
+
 def test_queued_work_really_waits_on_its_own_stream_only():
     warm_up()
     x = torch.zeros(N, device="cudadev")
