@@ -252,3 +252,15 @@ def test_what_the_front_end_refuses_fails_as_on_a_gpu():
         _permute_constexpr_tuple[(1,)](x, out, (1, 0), 4, 8)
     _permute_constexpr_dims[(1,)](x, out, 1, 0, 4, 8)
     assert torch.equal(out.cpu().view(8, 4), torch.arange(32, dtype=torch.float32).view(4, 8).t())
+
+
+def test_descriptor_parameters_it_cannot_take_are_refused_naming_the_fix():
+    # A TMA descriptor built on the host (nvTmaDesc) has no interpreter form;
+    # host TensorDescriptors (tensordesc<...>) run (the table's cases above).
+    from torch_simdev.triton_target import interpreter
+
+    with pytest.raises(NotImplementedError, match=r"desc of type nvTmaDesc.*TensorDescriptor"):
+        interpreter._reject_unsupported({"x": "*fp32", "desc": "nvTmaDesc"})
+    with pytest.raises(NotImplementedError, match=r"pair\[1\] of type tensordesc<broken>"):
+        interpreter._reject_unsupported({"pair": ("*fp32", "tensordesc<broken>")})
+    interpreter._reject_unsupported({"desc": "tensordesc<fp32[16, 16]>"})

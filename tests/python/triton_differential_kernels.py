@@ -12,7 +12,7 @@ bitwise, unary and math, casts and bitcasts, reductions, scans, atomics,
 masked and 2-D-masked memory, dot, shape operations, control flow) over every
 dtype Triton's interpreter computes with (int8..int64, uint8..uint64, fp16,
 bf16, fp32, fp64, bool, and the four fp8 types torch has), 1-D, 2-D and 3-D
-grids, runtime-updated sources (most kernels here are templates whose
+grids, host TensorDescriptor arguments, runtime-updated sources (most kernels here are templates whose
 placeholder is replaced after decoration), constexpr variants, helper
 @triton.jit functions, and autotuned kernels.
 
@@ -41,6 +41,7 @@ import torch
 import triton
 import triton.language as tl
 from triton.runtime.autotuner import Autotuner
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 INTERPRET = bool(triton.knobs.runtime.interpret)
 _TRITON = tuple(int(part) for part in triton.__version__.split(".")[:2])
@@ -362,6 +363,14 @@ def tensor_descriptor_kernel(x, out, M, N, BM: tl.constexpr, BN: tl.constexpr):
     dst = tl.make_tensor_descriptor(out, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
     v = src.load([tl.program_id(0) * BM, 0])  # the last tile reads past M: zero padding
     dst.store([tl.program_id(0) * BM, 0], v * 2 + 1)
+
+
+@triton.jit
+def host_descriptor_kernel(src, dst, sums, BM: tl.constexpr, BN: tl.constexpr):
+    # src and dst: host TensorDescriptors (kernel arguments, not made in the kernel)
+    v = src.load([tl.program_id(0) * BM, 0])  # the last tile reads past the rows: src's padding
+    dst.store([tl.program_id(0) * BM, 0], v * 2 + 1)
+    tl.store(sums + tl.program_id(0) * BM + tl.arange(0, BM), tl.sum(v, 1))  # padded rows: 0 or nan
 
 
 @triton.jit
@@ -740,6 +749,13 @@ def _hand_written() -> None:
     case(Case("memory/device-tensor-descriptor", lambda: tensor_descriptor_kernel,
               lambda g: [_values(f32, 10 * 8, g), _empty(f32, 10 * 8), 10, 8], [1], grid=(3,),
               kwargs={"BM": 4, "BN": 8}, family="masked"))
+    for padding in ("zero", "nan"):
+        case(Case(f"memory/host-tensor-descriptor-padding-{padding}", lambda: host_descriptor_kernel,
+                  lambda g, p=padding: [TensorDescriptor(_values(f32, 10 * 8, g).view(10, 8), [10, 8], [8, 1], [4, 8],
+                                                         padding=p),
+                                        TensorDescriptor(_empty(f32, 10 * 8).view(10, 8), [10, 8], [8, 1], [4, 8]),
+                                        _empty(f32, 12)],
+                  [1, 2], grid=(3,), kwargs={"BM": 4, "BN": 8}, family="masked"))
     case(Case("memory/masked-atomics-out-of-range-lanes", lambda: masked_atomic_out_of_range_kernel,
               lambda g: [torch.zeros(16, dtype=torch.int32), 10], [0], grid=(1,), kwargs={"BLOCK": 16},
               family="masked"))
@@ -802,6 +818,8 @@ def run_case(c: Case, device: str | None = None) -> list:
             return a.to(device)
         if isinstance(a, tuple):
             return tuple(place(x) for x in a)
+        if isinstance(a, TensorDescriptor):
+            return TensorDescriptor(place(a.base), a.shape, a.strides, a.block_shape, padding=a.padding)
         return a
 
     args = [place(a) for a in args]
@@ -815,12 +833,17 @@ def run_case(c: Case, device: str | None = None) -> list:
             fresh = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
             grid = c.grid(config.kwargs) if callable(c.grid) else c.grid
             kernel.fn[grid](*fresh, **c.kwargs, **config.kwargs)
-            results[str(config.kwargs)] = [fresh[i].cpu() for i in c.outputs]
+            results[str(config.kwargs)] = [_tensor(fresh[i]).cpu() for i in c.outputs]
         return results
     kernel[c.grid](*args, **c.kwargs)
     if isinstance(kernel, Autotuner):
-        return {str(kernel.best_config.kwargs): [args[i].cpu() for i in c.outputs]}
-    return [args[i].cpu() for i in c.outputs]
+        return {str(kernel.best_config.kwargs): [_tensor(args[i]).cpu() for i in c.outputs]}
+    return [_tensor(args[i]).cpu() for i in c.outputs]
+
+
+def _tensor(output):
+    """An output argument's tensor (a TensorDescriptor's base)."""
+    return output.base if isinstance(output, TensorDescriptor) else output
 
 
 def reference(path: str) -> None:

@@ -18,7 +18,10 @@ below; what each of them reads of it:
                    y, z) and .options (an InterpreterOptions dataclass, replaced
                    during a launch with the specialization's debug and
                    sanitize_overflow); GridExecutor's convention of passing
-                   constexpr-annotated parameters raw and converting the others
+                   constexpr-annotated parameters raw and converting the others;
+                   interpreter_semantic.make_tensor_descriptor(base, shape,
+                   strides, block_shape, padding_option), as _implicit_cvt
+                   calls it for a host TensorDescriptor
   source.py        FunctionRewriter.ast_transformer (an ast.NodeTransformer
                    instance), interpreter_semantic
   memory.py        InterpreterBuilder.create_masked_load(ptrs, mask, other,
@@ -71,6 +74,24 @@ def interpreter():
 
         _checked = module
     return _checked
+
+
+def tensor_descriptor_flags() -> int:
+    """How many i1 flags follow the strides of a host TensorDescriptor in the
+    kernel's parameters without TMA: padding == "nan" in Triton 3.6, and
+    round_f32_to_tf32 after it from 3.7 (third_party/nvidia/backend/driver.py,
+    make_tensordesc_arg, of each)."""
+    import triton
+
+    interpreter()
+    return 1 if _major_minor(triton.__version__) < (3, 7) else 2
+
+
+def make_tensor_descriptor(**arguments):
+    """triton.runtime.interpreter.interpreter_semantic.make_tensor_descriptor:
+    what the interpreter makes of a host TensorDescriptor (base, shape,
+    strides, block_shape, padding_option)."""
+    return interpreter().interpreter_semantic.make_tensor_descriptor(**arguments)
 
 
 def normalize_ty(ty):

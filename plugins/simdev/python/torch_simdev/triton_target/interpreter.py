@@ -32,6 +32,7 @@ import hashlib
 import importlib
 import importlib.util
 import json
+import re
 import struct
 import sys
 import threading
@@ -48,6 +49,10 @@ FORMAT = "devbridge-simdev-interpreter/1"
 # Element types Triton's interpreter cannot type (its dtype.to_ir has no case
 # for them: "fail to convert fp8e4b8 to ir type"; Triton 3.6.0 and 3.7.1).
 _NOT_INTERPRETABLE = {"fp8e4b8": "torch.float8_e4m3fnuz", "fp8e5b16": "torch.float8_e5m2fnuz"}
+
+# A host tensor descriptor's signature type: tensordesc<fp32[16, 16]> (Triton
+# 3.6 and 3.7.1; a layout may follow the block shape, for Gluon).
+_TENSORDESC = re.compile(r"tensordesc<([^[>]*)\[([^]]*)\]")
 
 # How each scalar parameter's bytes (little-endian) decode.
 _SCALAR_FORMATS = {
@@ -108,9 +113,11 @@ def _reject_unsupported(signature: dict) -> None:
         if isinstance(ty, tuple):
             for i, t in enumerate(ty):
                 walk(t, f"{where}[{i}]")
-        elif isinstance(ty, str) and (ty.startswith("tensordesc") or ty == "nvTmaDesc"):
-            raise NotImplementedError(f"devbridge: simdev's Triton target does not take host tensor "
-                                      f"descriptors ({where}: {ty}); pass the base tensor, shape and strides")
+        elif ty == "nvTmaDesc" or (isinstance(ty, str) and ty.startswith("tensordesc") and
+                                   not _TENSORDESC.match(ty)):
+            raise NotImplementedError(f"devbridge: simdev's Triton target cannot take the parameter {where} of "
+                                      f"type {ty}; pass a triton.tools.tensor_descriptor.TensorDescriptor or the "
+                                      "base tensor, shape and strides")
 
     for name, ty in signature.items():
         walk(ty, name)
@@ -214,6 +221,8 @@ class _Kernel:
     constants: dict = field(default_factory=dict)  # path tuple -> value
     constexpr_names: set = field(default_factory=set)
     pointer_types: dict = field(default_factory=dict)  # signature type string -> tl.pointer_type
+    # tensordesc<...> signature type -> (its base's tl.pointer_type, block shape)
+    descriptors: dict = field(default_factory=dict)
 
 
 _kernels: dict[int, _Kernel] = {}
@@ -248,6 +257,11 @@ def register(image: bytes) -> int:
         if isinstance(ty, list):
             for t in ty:
                 pointer_types(t)
+        elif isinstance(ty, str) and ty.startswith("tensordesc"):
+            element, block = _TENSORDESC.match(ty).groups()
+            pointer_types("*" + element.strip())
+            kernel.descriptors[ty] = (kernel.pointer_types["*" + element.strip()],
+                                      [int(b) for b in block.split(",")])
         elif isinstance(ty, str) and ty.startswith("*"):
             element = ty.lstrip("*k")
             if element in _NOT_INTERPRETABLE:
@@ -276,12 +290,20 @@ def _decode(kernel: _Kernel, payload: bytes) -> dict:
     slots = [payload[i:i + 8] for i in range(0, len(payload), 8)]
     position = 0
 
+    def integers(count, fmt):
+        nonlocal position
+        values = [struct.unpack(fmt, slot[:struct.calcsize(fmt)])[0] for slot in slots[position:position + count]]
+        position += count
+        return values
+
     def take(ty, path):
         nonlocal position
         if isinstance(ty, list):
             return tuple(take(t, path + (i,)) for i, t in enumerate(ty))
         if ty == "constexpr":
             return kernel.constants.get(path)
+        if ty.startswith("tensordesc"):
+            return descriptor(ty)
         slot = slots[position]
         position += 1
         if ty.startswith("*"):
@@ -301,6 +323,27 @@ def _decode(kernel: _Kernel, payload: bytes) -> dict:
         if fmt is None:
             raise NotImplementedError(f"devbridge: simdev's Triton target cannot pass a parameter of type {ty}")
         return struct.unpack(fmt, slot[:struct.calcsize(fmt)])[0]
+
+    def descriptor(ty):
+        # A host TensorDescriptor as devbridge's launcher decomposes it
+        # without TMA (src/python/py_args.h): base, shape (i64), strides
+        # (i64), padding == "nan", [round_f32_to_tf32, Triton 3.7+], shape
+        # (i32), strides (i64); rebuilt as the interpreter's own argument
+        # conversion (_implicit_cvt of a TensorDescriptor) builds it.
+        pointer_type, block_shape = kernel.descriptors[ty]
+        ndim = len(block_shape)
+        (base,) = integers(1, "<Q")
+        shape, strides = integers(ndim, "<q"), integers(ndim, "<q")
+        nan_padding, *_ = integers(_triton_api.tensor_descriptor_flags(), "<?")
+        integers(2 * ndim, "<q")  # the i32 shape and the strides again: the same values
+        if strides[-1] != 1:
+            raise ValueError(f"devbridge: a TensorDescriptor's last stride must be 1, got strides {strides}")
+        as_tensor = _triton_api.interpreter()._implicit_cvt
+        base_tensor = tl.tensor(TensorHandle(np.array([base], dtype=np.uint64), pointer_type), pointer_type)
+        return _triton_api.make_tensor_descriptor(
+            base=base_tensor, shape=[as_tensor(n) for n in shape],
+            strides=[as_tensor(n) for n in strides[:-1]] + [tl.constexpr(1)],
+            block_shape=[tl.constexpr(b) for b in block_shape], padding_option="nan" if nan_padding else "zero")
 
     values = {}
     for index, (name, ty) in enumerate(zip(kernel.description["arg_names"], kernel.description["signature"])):
