@@ -191,18 +191,37 @@ def python_kernel_runtime(name: str, *, library: str, load, run):
 
 
 def _stop_at_exit() -> None:
-    """From the first load on: programs still queued when Python exits are
-    skipped rather than run in a finalizing interpreter (registered at the
-    first load, so that exit hooks registered before it, a plugin's drain of
-    its queues, run after it)."""
+    """From the first load on, at exit: the plugin's queues are first
+    finished while the interpreter is whole (queued Python kernels run to
+    the end, as a device finishes its queues), then programs queued later
+    are skipped rather than run in a finalizing interpreter. Finishing first
+    makes the order of exit hooks irrelevant: a plugin's own drain, registered
+    before or after this one, finds its queues done or finishes them itself."""
     global _stop_registered
     if not _stop_registered:
         import atexit
 
-        from . import _C
-
-        atexit.register(_C._stop_python_kernels_at_exit)
+        atexit.register(_finish_queues_then_stop)
         _stop_registered = True
+
+
+def _finish_queues_then_stop() -> None:
+    import sys
+
+    import torch
+
+    from . import _C
+
+    try:
+        accelerator = torch.accelerator.current_accelerator()
+        if accelerator is not None and accelerator.type == _C.plugin_name():
+            for index in range(torch.accelerator.device_count()):
+                torch.accelerator.synchronize(index)
+    except Exception as error:  # noqa: BLE001  (reported; the exit goes on)
+        print(f"devbridge: work queued on the plugin device failed while the process exited: {error}",
+              file=sys.stderr)
+    finally:
+        _C._stop_python_kernels_at_exit()
 
 
 def _trampoline() -> str:
