@@ -107,6 +107,18 @@ def test_views_at_other_offsets_of_one_storage_replay_the_same_capture():
     assert counted["captures"] == 1 and counted["replays"] == 4, graph_capture_counts()
 
 
+def test_expanded_inputs_are_copied_into_their_buffers_on_every_replay():
+    # A stride-0 input: its static buffer is expanded too, and copy_ refuses
+    # an expanded destination, so each replay copies index 0 of those dims.
+    counted = Counted()
+    w1, w2 = host(32, 64, seed=0).to("simdev"), host(64, 16, seed=1).to("simdev")
+    compiled = torch.compile(mlp, mode="reduce-overhead")
+    for seed in range(2, 6):
+        x = host(1, 32, seed=seed).to("simdev").expand(8, 32)
+        torch.testing.assert_close(compiled(x, w1, w2).cpu(), mlp(x, w1, w2).cpu())
+    assert counted["captures"] == 1 and counted["replays"] == 3, graph_capture_counts()
+
+
 def test_replays_follow_the_current_stream_under_the_delay():
     w1, w2 = host(32, 64, seed=0).to("simdev"), host(64, 16, seed=1).to("simdev")
     compiled = torch.compile(mlp, mode="reduce-overhead")

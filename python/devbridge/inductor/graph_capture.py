@@ -111,12 +111,12 @@ def _expanded_dims(t: torch.Tensor) -> list[int]:
     return [d for d in range(t.dim()) if t.stride(d) == 0 and t.size(d) > 1]
 
 
-def _copy_into(dst: torch.Tensor, src: torch.Tensor, dims=None) -> None:
+def _copy_into(dst: torch.Tensor, src: torch.Tensor, dims: list[int]) -> None:
     """dst.copy_(src) for a dst that may be expanded (stride 0, which copy_
     refuses as overlapping): every element of an expanded dimension is the
-    same memory, so index 0 of it is copied. dims: dst's expanded dimensions
-    where the caller knows them."""
-    for d in _expanded_dims(dst) if dims is None else dims:
+    same memory, so index 0 of it is copied. dims: _expanded_dims(dst),
+    found once per capture."""
+    for d in dims:
         dst, src = dst.narrow(d, 0, 1), src.narrow(d, 0, 1)
     dst.copy_(src)
 
@@ -197,10 +197,7 @@ class _Graphified:
         for i, target, dims in capture.copied:
             source = inputs[i]
             if source.data_ptr() != target.data_ptr():
-                if dims:
-                    _copy_into(target, source, dims)
-                else:
-                    target.copy_(source)
+                _copy_into(target, source, dims)
         if self.is_backward:
             _move_held_outputs(capture)
         capture.graph.replay()

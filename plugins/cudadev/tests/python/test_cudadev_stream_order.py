@@ -62,13 +62,14 @@ def test_a_plain_device_copy_waits_for_the_busy_stream_it_is_queued_on():
     warm_up()
     x = torch.zeros(N, device="cudadev")
     y = torch.empty(N, device="cudadev")
+    host = pinned_like(y)  # before the sleep (see pinned_like)
     torch.cudadev.synchronize()
     stream = torch.Stream(device="cudadev")
     with stream:
         torch.cudadev._sleep_on_current_stream(SLEEP_MS)
         x.add_(1)
         y.copy_(x)
-        host = read_into(pinned_like(y), y)
+        read_into(host, y)
     assert torch.all(host == 1)
 
 
