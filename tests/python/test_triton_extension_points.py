@@ -136,6 +136,30 @@ def test_a_kernel_runtime_function_that_returns_no_capsule_is_named(declare_simd
             driver.kernel_runtime()
 
 
+@skip_without_simdev
+def test_a_redeclared_kernel_runtime_function_is_called_even_where_the_old_one_lived(declare_simdev):
+    """Each declaration's function is the one called. A cache keyed by the
+    function's id alone served a new function, allocated where a dropped one
+    had lived, the dropped one's capsule: here, every other declaration
+    returns no capsule and must be refused."""
+    compiler = devbridge.triton.declared("simdev").compiler
+    for attempt in range(20):
+        if attempt % 2 == 0:
+            def make():
+                return launch.kernel_runtime("simdev", library=library())
+        else:
+            def make():
+                return "not a capsule"
+        declare_simdev(compiler=compiler, kernel_runtime=make)
+        del make  # only the declaration holds it now; the next one drops it
+        with devbridge.triton.activate() as driver:
+            if attempt % 2 == 0:
+                assert _C.kernel_runtime_name(driver.kernel_runtime()) == "simdev"
+            else:
+                with pytest.raises(TypeError, match="must return a 'devbridge_kernel_runtime' capsule, got str"):
+                    driver.kernel_runtime()
+
+
 def test_declare_hardware_names_the_function_form_when_refusing_a_type(scratch_device):
     with pytest.raises(TypeError, match="a plugin whose capsule cannot be made yet may pass the function that makes it"):
         devbridge.triton.declare_hardware(scratch_device, compiler="nvidia", kernel_runtime=3)

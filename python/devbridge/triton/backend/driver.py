@@ -234,13 +234,18 @@ class DevbridgeDriver(DriverBase):
     def kernel_runtime(self):
         """The devbridge_kernel_runtime capsule of the device's hardware."""
         hardware = self.hardware()
-        key = hardware.kernel_runtime if isinstance(hardware.kernel_runtime, str) else id(hardware.kernel_runtime)
-        runtime = self._runtimes.get(key)
-        if runtime is None:
-            from devbridge import _kernel_runtimes
+        declared = hardware.kernel_runtime
+        key = declared if isinstance(declared, str) else id(declared)
+        # The entry holds the declared object itself: while it is cached its id
+        # cannot be reused by a later declaration (a new function at a freed
+        # address would otherwise be served the old function's capsule).
+        cached = self._runtimes.get(key)
+        if cached is not None and (cached[0] is declared or isinstance(declared, str)):
+            return cached[1]
+        from devbridge import _kernel_runtimes
 
-            runtime = _kernel_runtimes.resolve(hardware.kernel_runtime, f" declared for '{hardware.device}'")
-            self._runtimes[key] = runtime
+        runtime = _kernel_runtimes.resolve(declared, f" declared for '{hardware.device}'")
+        self._runtimes[key] = (declared, runtime)
         return runtime
 
     def get_current_target(self) -> GPUTarget:
