@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 
 import torch
 
@@ -98,54 +97,10 @@ def get_active_torch_device() -> torch.device:
     return _device()
 
 
-class DeviceInterface:
-    """What triton.testing.do_bench and Triton's autotuner ask of a device
-    module: synchronize() and Event(enable_timing=True), for the plugin."""
+def get_device_interface() -> type:
+    from . import device_interface
 
-    def __init__(self, name: str):
-        self.name = name
-
-    def current_device(self) -> int:
-        return _C.current_device(self.name)
-
-    def set_device(self, index: int) -> None:
-        _C.set_current_device(self.name, int(index))
-
-    def device_count(self) -> int:
-        return _C.device_count(self.name)
-
-    def is_available(self) -> bool:
-        return self.device_count() > 0
-
-    def synchronize(self, device: int | None = None) -> None:
-        """Wait for every stream of the device (torch.accelerator.synchronize)."""
-        torch.accelerator.synchronize(self.current_device() if device is None else device)
-
-    def Event(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):  # noqa: N802
-        return torch.Event(torch.device(self.name, self.current_device()), enable_timing=enable_timing,
-                           blocking=blocking, interprocess=interprocess)
-
-    def Stream(self, device=None, priority: int = 0):  # noqa: N802
-        return torch.Stream(device=torch.device(self.name, self.current_device()) if device is None else device,
-                            priority=priority)
-
-    def current_stream(self, device: int | None = None):
-        return torch.accelerator.current_stream(self.current_device() if device is None else device)
-
-    def __repr__(self) -> str:
-        return f"<devbridge device interface for '{self.name}'>"
-
-
-_interfaces: dict[str, DeviceInterface] = {}
-_interfaces_lock = threading.Lock()
-
-
-def get_device_interface() -> DeviceInterface:
-    name = device_name()
-    with _interfaces_lock:
-        if name not in _interfaces:
-            _interfaces[name] = DeviceInterface(name)
-        return _interfaces[name]
+    return device_interface.for_device(device_name())
 
 
 def get_empty_tensor(size: int) -> torch.Tensor:
@@ -245,4 +200,4 @@ METHODS = {
     "allocate_sync_block_lock": allocate_sync_block_lock, "pre_launch": pre_launch, "async_launch": async_launch,
 }
 
-__all__ = ["CATEGORY", "METHODS", "DeviceInterface", "configure"]
+__all__ = ["CATEGORY", "METHODS", "configure"]
