@@ -114,7 +114,7 @@ def current_stream(device=None) -> int:
     Raises RuntimeError naming the fix when the plugin exposes no native handle.
     """
     kind, index = _device(device)
-    return _C.current_stream(kind, index)
+    return _C.current_stream(index, kind)
 
 
 def device_count(device_type="privateuseone") -> int:

@@ -86,7 +86,7 @@ def _stream_of(stream, device: torch.device | None) -> tuple[torch.device, int]:
     None for the current stream of `device` (None: the current device)."""
     if stream is None:
         device = _plugin_device(device)
-        return device, _C.current_stream(device.type, device.index)
+        return device, _C.current_stream(device.index, device.type)
     if not isinstance(stream, torch.Stream):
         raise TypeError(f"devbridge.graphs: expected a torch.Stream of the plugin device or None, got {stream!r}")
     stream_device = _plugin_device(stream.device)
@@ -181,7 +181,7 @@ class Graph:
         if stream is None and exec_ is not None:
             # The hot path of reduce-overhead: the device was checked at the
             # capture, so only its current stream is asked for.
-            _C._graph_replay(device.type, exec_, device.index, _C.current_stream(device.type, device.index))
+            _C._graph_replay(device.type, exec_, device.index, _C.current_stream(device.index, device.type))
             return
         if self._capture_stream is not None:
             raise RuntimeError("devbridge.graphs: replay() while this Graph is capturing; call capture_end() "

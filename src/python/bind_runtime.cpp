@@ -101,22 +101,12 @@ const DeviceRuntime& Runtime(const std::string& device_type) {
   return DeviceRuntime::For(ParseDeviceType(device_type));
 }
 
-uintptr_t CurrentStream(const std::string& device_type, int index) {
-  const DeviceRuntime& runtime = Runtime(device_type);
-  const c10::DeviceIndex device_index = static_cast<c10::DeviceIndex>(index);
-  // The GIL stays held: the query is non-blocking and releasing it would cost
-  // more than the query (a Python resolver re-enters it, which is allowed).
-  return reinterpret_cast<uintptr_t>(runtime.current_native_stream(device_index));
-}
-
 }  // namespace
 
 void BindRuntime(py::module_& m) {
   m.attr("RUNTIME_API") = py::capsule(const_cast<DevbridgeRuntimeAPI*>(RuntimeAPI()),
                                       DEVBRIDGE_RUNTIME_API_CAPSULE_NAME);
 
-  m.def("current_stream", &CurrentStream, py::arg("device_type"), py::arg("index"),
-        "Native handle of the current stream of device_type:index (0 for cpu).");
   m.def(
       "native_stream_source",
       [](const std::string& device_type, int index) {

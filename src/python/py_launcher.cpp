@@ -32,6 +32,7 @@
 #include "dlpack/python_abi.h"
 #include "launch/launch.h"
 #include "launch/param_layout.h"
+#include "python/device_type.h"
 #include "python/py_args.h"
 
 namespace devbridge {
@@ -723,13 +724,30 @@ PyObject* PluginCurrentDeviceKey(PyObject*, PyObject* const* args, Py_ssize_t na
   }
 }
 
-PyObject* PluginCurrentStream(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs > 1) {
-    PyErr_SetString(PyExc_TypeError, "plugin_current_stream(device=None) takes at most one argument");
+// current_stream(device=None, device_type=None): the native handle of the
+// current stream of device_type:device. The one current-stream binding: the
+// public devbridge.current_stream and graphs pass both, Triton's driver and
+// Inductor's get_raw_stream call it with the index alone (device_type None:
+// the PrivateUse1 plugin), once per launch, hence METH_FASTCALL.
+PyObject* CurrentStream(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs > 2) {
+    PyErr_SetString(PyExc_TypeError,
+                    "current_stream(device=None, device_type=None) takes at most two arguments");
     return nullptr;
   }
   try {
-    const DeviceRuntime& runtime = DeviceRuntime::For(c10::DeviceType::PrivateUse1);
+    c10::DeviceType type = c10::DeviceType::PrivateUse1;
+    if (nargs == 2 && args[1] != Py_None) {
+      if (!PyUnicode_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "current_stream: device_type must be a str such as 'cpu' or "
+                                         "the plugin's name, or None for the PrivateUse1 plugin");
+        return nullptr;
+      }
+      const char* name = PyUnicode_AsUTF8(args[1]);
+      if (name == nullptr) return nullptr;
+      type = python::ParseDeviceType(name);
+    }
+    const DeviceRuntime& runtime = DeviceRuntime::For(type);
     c10::DeviceIndex index;
     if (nargs == 0 || args[0] == Py_None) {
       index = runtime.current_device();
@@ -742,6 +760,8 @@ PyObject* PluginCurrentStream(PyObject*, PyObject* const* args, Py_ssize_t nargs
       }
       index = static_cast<c10::DeviceIndex>(value);
     }
+    // The GIL stays held: the query is non-blocking and releasing it would
+    // cost more than the query (a Python resolver re-enters it, which is allowed).
     return PyLong_FromVoidPtr(runtime.current_native_stream(index));
   } catch (...) {
     RaiseCurrentExceptionInPython();
@@ -753,8 +773,10 @@ PyMethodDef kHotPath[] = {
     {"plugin_current_device_key",
      reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&PluginCurrentDeviceKey)), METH_FASTCALL,
      "keys[the calling thread's current PrivateUse1 device index] (the index itself beyond the list)."},
-    {"plugin_current_stream", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&PluginCurrentStream)),
-     METH_FASTCALL, "The native handle of the current stream of a PrivateUse1 device (default: current)."},
+    {"current_stream", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&CurrentStream)), METH_FASTCALL,
+     "current_stream(device=None, device_type=None): the native handle of the current stream of "
+     "device_type:device (device_type None: the PrivateUse1 plugin; device None: its current device; "
+     "0 for cpu)."},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -17,7 +17,8 @@ void SetHookChainType(PyObject* type);
 
 // Module functions of the driver's hot path (METH_FASTCALL, no pybind11):
 //   plugin_current_device_key(keys) -> key   keys[the calling thread's PrivateUse1 device]
-//   plugin_current_stream(device=None) -> int   its current stream's native handle
+//   current_stream(device=None, device_type=None) -> int   the current stream's
+//     native handle (device_type None: the PrivateUse1 plugin)
 // Triton's JIT asks both on every launch.
 PyMethodDef* HotPathFunctions();
 

@@ -49,7 +49,7 @@ def compile_and_compare(case, **compile_options):
 def assert_triton_for_simdev(code: str):
     assert "@triton.jit" in code and "async_compile.triton(" in code, code[:2000]
     assert "devbridge_worker.prepare('simdev'" in code
-    assert "from devbridge._C import plugin_current_stream as get_raw_stream" in code
+    assert "from devbridge._C import current_stream as get_raw_stream" in code
     assert "cpp_fused" not in code and "device='cpu'" not in code, "a CPU kernel in a simdev graph"
 
 

@@ -288,7 +288,7 @@ def _category():
 @skip_without_simdev
 def test_the_default_policy_binds_the_hot_path_in_c(policy_reset):
     driver = devbridge.triton.driver()
-    assert driver.get_current_stream is devbridge._C.plugin_current_stream
+    assert driver.get_current_stream is devbridge._C.current_stream
     from devbridge.triton.backend import driver as driver_module
 
     assert driver.get_current_device() is driver_module._INDICES[0]  # the canonical key, from C
@@ -307,7 +307,7 @@ def test_select_rebinds_the_driver_and_none_restores_the_default(policy_reset):
     assert device == PluginDeviceIndex(3) and type(device) is PluginDeviceIndex
     assert driver.get_current_stream(3) == 0x1234 + 3
     policy.select(None)
-    assert driver.get_current_stream is devbridge._C.plugin_current_stream
+    assert driver.get_current_stream is devbridge._C.current_stream
     assert driver.get_current_device() == PluginDeviceIndex(0)
 
 
@@ -337,7 +337,7 @@ def test_activate_binds_the_policy_the_environment_names(policy_reset, inactive,
         assert driver.get_current_device() == PluginDeviceIndex(2) and driver.get_current_stream(2) == 99
     monkeypatch.delenv("DEVBRIDGE_TRITON_POLICY")
     policy.select(None)
-    assert driver.get_current_stream is devbridge._C.plugin_current_stream
+    assert driver.get_current_stream is devbridge._C.current_stream
 
 
 @skip_without_simdev
@@ -346,8 +346,8 @@ def test_configuring_another_device_name_leaves_the_c_hot_path(policy_reset):
 
     driver = devbridge.triton.driver()
     torch_plugin.configure(device_name="otherdev")
-    assert driver.get_current_stream is not devbridge._C.plugin_current_stream
+    assert driver.get_current_stream is not devbridge._C.current_stream
     assert driver.device_name() == "otherdev"
     torch_plugin.configure(device_name=None)
-    assert driver.get_current_stream is devbridge._C.plugin_current_stream
+    assert driver.get_current_stream is devbridge._C.current_stream
     assert driver.get_current_device() == PluginDeviceIndex(0)

@@ -27,7 +27,7 @@ def make_op_overrides(device: str):
 
     class PluginDeviceOpOverrides(base):
         def import_get_raw_stream_as(self, name: str) -> str:
-            return f"from devbridge._C import plugin_current_stream as {name}"
+            return f"from devbridge._C import current_stream as {name}"
 
         def set_device(self, device_idx: int) -> str:
             return f"torch.accelerator.set_device_index({device_idx})"

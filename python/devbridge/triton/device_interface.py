@@ -82,7 +82,7 @@ def _make(device: str) -> type:
 
         # The stream Inductor's wrapper and autotuner launch on: the native
         # handle of the calling thread's current stream, from C.
-        get_raw_stream = staticmethod(_C.plugin_current_stream)
+        get_raw_stream = staticmethod(_C.current_stream)
         # devbridge's own: a device index from None, an int, "name:i" or a torch.device
         _index_of = staticmethod(index_of)
 

@@ -75,7 +75,7 @@ def fast_device_and_stream(keys: list):
         return None
     import functools
 
-    return functools.partial(_C.plugin_current_device_key, keys), _C.plugin_current_stream
+    return functools.partial(_C.plugin_current_device_key, keys), _C.current_stream
 
 
 def get_current_device() -> int:

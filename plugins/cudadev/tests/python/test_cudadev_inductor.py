@@ -60,7 +60,7 @@ def test_compiled_function_matches_eager_and_cuda(case):
     compiled, eager, on_cuda, code = both(case.fn, case.inputs())
     cases.assert_close(compiled, eager, case.atol, case.rtol)
     cases.assert_close(compiled, on_cuda, case.atol, case.rtol)
-    assert "@triton.jit" in code and "plugin_current_stream as get_raw_stream" in code
+    assert "@triton.jit" in code and "current_stream as get_raw_stream" in code
 
 
 def test_gpt_block_at_realistic_sizes_forward_and_backward():
