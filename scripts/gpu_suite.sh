@@ -11,7 +11,8 @@
 # (the benchmarks), "compile" (only the torch.compile tests, simdev's and
 # cudadev's, the torch.compile benchmark and the cudadev DLPack rows), "profile" (where the host time of
 # torch.compile steps goes, bench/compile_profile.py; only when named),
-# "cudadev" (cudadev's own test suite alone), "compile_bench" (the
+# "simdev" and "cudadev" (the two halves of "tests": simdev's suite and check;
+# cudadev's check, suite and the GPU-marked tests), "compile_bench" (the
 # torch.compile benchmark alone), "train_profile" (where the time of a
 # compiled train step goes, bench/train_profile.py; only when named); unset,
 # tests and bench.
@@ -151,9 +152,9 @@ step build_simdev 180 "${PIP_INSTALL[@]}" "$ROOT/plugins/simdev"
 # autoloaded: proves devbridge and simdev on the oldest supported torch, and
 # the DLPack numbers on it. Runs before cudadev is installed (one PrivateUse1
 # plugin per process; autoload would load both).
-want tests && step pytest_simdev 300 env TORCH_DEVICE_BACKEND_AUTOLOAD=1 "${PYTEST[@]}" -q -n 8 --dist loadfile \
+{ want tests || want simdev; } && step pytest_simdev 300 env TORCH_DEVICE_BACKEND_AUTOLOAD=1 "${PYTEST[@]}" -q -n 8 --dist loadfile \
   "$ROOT/tests/python" "$ROOT/plugins/simdev/tests/python" --junitxml="$OUT/junit_simdev.xml"
-want tests && step check_simdev 60 bash -c 'TORCH_DEVICE_BACKEND_AUTOLOAD=1 "$0" -m devbridge check --json >"$1"' \
+{ want tests || want simdev; } && step check_simdev 60 bash -c 'TORCH_DEVICE_BACKEND_AUTOLOAD=1 "$0" -m devbridge check --json >"$1"' \
   "$PY" "$OUT/check_simdev.json"
 # The compile part alone: simdev's torch.compile tests on this torch and Triton.
 { want compile && ! want tests; } && step pytest_simdev_inductor 240 env TORCH_DEVICE_BACKEND_AUTOLOAD=1 \
@@ -178,7 +179,7 @@ for name in ("devbridge", "torch_simdev", "torch_cudadev"):
 PYEOF
 
 # devbridge's conformance report on cudadev: JSON on stdout, the rest in the log.
-want tests && step check_cudadev 120 bash -c '"$0" -m devbridge check --device cudadev --plugin torch_cudadev --json >"$1"' \
+{ want tests || want cudadev; } && step check_cudadev 120 bash -c '"$0" -m devbridge check --device cudadev --plugin torch_cudadev --json >"$1"' \
   "$PY" "$OUT/check_cudadev.json"
 
 # The DLPack benchmark on cudadev: devbridge's current_work_stream(kDLExtDev)
@@ -198,7 +199,7 @@ want tests && step check_cudadev 120 bash -c '"$0" -m devbridge check --device c
 want bench && step bench_triton_launch 240 "$PY" "$ROOT/bench/triton_launch.py" \
   --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT"
 # GPU-marked devbridge tests (Triton, torch.compile, ...) run on cudadev.
-want tests && step pytest_gpu 240 --no-tests-ok env DEVBRIDGE_TEST_PLUGIN=torch_cudadev \
+{ want tests || want cudadev; } && step pytest_gpu 240 --no-tests-ok env DEVBRIDGE_TEST_PLUGIN=torch_cudadev \
   "${PYTEST[@]}" "$ROOT/tests/python" -m gpu --junitxml="$OUT/junit_gpu.xml"
 
 # torch.compile on cudadev vs on cuda, same process (bench/compile.py).
