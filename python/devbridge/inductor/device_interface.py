@@ -12,7 +12,6 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-
 from .. import _C
 from . import _torch_api
 
@@ -99,4 +98,3 @@ def make_device_interface(device: str):
 
     PluginDeviceInterface.__name__ = PluginDeviceInterface.__qualname__ = shared.__name__
     return PluginDeviceInterface
-

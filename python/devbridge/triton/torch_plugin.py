@@ -89,8 +89,8 @@ def set_current_device(device_id: int) -> None:
 
 def get_current_stream(device: int | None = None) -> int:
     """The native handle of the calling thread's current stream on `device`."""
-    name = _resolved_name or device_name()
-    return _current_stream(_current_device(name) if device is None else device, name)
+    # device None: the binding reads the current device itself.
+    return _current_stream(device, _resolved_name or device_name())
 
 
 def get_active_torch_device() -> torch.device:
