@@ -11,7 +11,7 @@ import torch
 @contextlib.contextmanager
 def private_inductor(cache_root):
     """Inductor and Triton caches of the module's own under `cache_root`
-    (devbridge's state is in no cache key), in-process compiles (the
+    (devbridge's run-time settings are in no cache key), in-process compiles (the
     subprocess workers have tests of their own), devbridge registered;
     the environment and simdev's delay restored afterwards."""
     import devbridge.inductor

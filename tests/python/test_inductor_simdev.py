@@ -193,6 +193,37 @@ def test_register_is_idempotent_and_names_what_it_patched():
         assert api in patched
 
 
+def test_devbridges_code_is_part_of_inductors_cache_key():
+    """A cached compiled graph is code devbridge generated: another devbridge
+    (another fingerprint in the device's cache-key entry) must miss Inductor's
+    FX-graph cache instead of being served the old wrapper, and the same
+    devbridge must hit it."""
+    from devbridge.inductor import cache_key_config
+    from torch._dynamo.utils import counters
+
+    def f(x):
+        return torch.sigmoid(x * 3.25 + 0.125)
+
+    x = cases._randn(64).to(DEVICE)
+
+    def compile_and_count():
+        torch._dynamo.reset()
+        counters.clear()
+        torch.compile(f, fullgraph=True)(x)
+        return counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"]
+
+    ours = cache_key_config.codegen
+    assert ours.startswith(f"devbridge {devbridge.__version__} ") and "compiler=" in ours, ours
+    compile_and_count()
+    assert compile_and_count() == (1, 0)
+    try:
+        cache_key_config.codegen = ours + " (another devbridge)"
+        assert compile_and_count() == (0, 1)
+    finally:
+        cache_key_config.codegen = ours
+    assert compile_and_count() == (1, 0)
+
+
 def test_register_refuses_another_device_name():
     with pytest.raises(ValueError, match=r"served for the PrivateUse1 device, which is 'simdev'"):
         devbridge.inductor.register("cuda")

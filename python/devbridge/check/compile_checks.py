@@ -33,9 +33,9 @@ def _function(x):
 
 @contextlib.contextmanager
 def _private_caches():
-    """Inductor and Triton caches of the check's own (devbridge's state is in
-    no cache key, so a cache shared with other configurations could answer
-    for them), and the environment as it was afterwards."""
+    """Inductor and Triton caches of the check's own (devbridge's run-time
+    settings are in no cache key, so a cache shared with other configurations
+    could answer for them), and the environment as it was afterwards."""
     saved = {key: os.environ.get(key) for key in _CACHE_ENV}
     root = tempfile.mkdtemp(prefix="devbridge-check-compile-")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(root, "inductor")

@@ -134,9 +134,11 @@ def register(device: str | None = None) -> str:
         patched.append("torch._inductor.codegen.triton.TritonKernel.gen_common_triton_imports: wrapped (the "
                        f"worker prelude in {name!r} kernel modules)")
         if _torch_api.registered_scheduling(name) in (None, _Refused):
-            _torch_api.register_codegen(name, scheduling, wrapper)
+            from .cache_key import device_config
+
+            _torch_api.register_codegen(name, scheduling, wrapper, device_config(hardware.compiler))
             patched.append(f"torch._inductor.codegen.common: register_backend_for_device({name!r}, "
-                           f"{scheduling.__name__}, {wrapper.__name__})")
+                           f"{scheduling.__name__}, {wrapper.__name__}, devbridge's cache key entry)")
         overrides = codegen.make_op_overrides(name)
         _torch_api.register_op_overrides(name, overrides)
         patched.append(f"torch._inductor.codegen.common: register_device_op_overrides({name!r}, "

@@ -10,7 +10,10 @@ Sources: torch/_dynamo/, torch/_inductor/ and torch/utils/_triton.py of pytorch
   Dynamo   torch._dynamo.device_interface: DeviceInterface (the base class),
            register_interface_for_device;
            type(torch._dynamo.callback.callback_handler).run_start_callbacks
-  codegen  torch._inductor.codegen.common: register_backend_for_device,
+  codegen  torch._inductor.codegen.common: register_backend_for_device
+           (with device_custom_config: devbridge's part of the FX-graph
+           cache key, cache_key.py), torch.utils._config_module.
+           install_config_module,
            get_scheduling_for_device, register_device_op_overrides,
            DeviceOpOverrides; codegen.triton: TritonScheduling, TritonKernel
            (gen_common_triton_imports); codegen.wrapper: PythonWrapperCodegen
@@ -137,10 +140,19 @@ def register_device_interface(device: str, interface) -> None:
     device_interface.register_interface_for_device(device, interface)
 
 
-def register_codegen(device: str, scheduling, wrapper) -> None:
+def register_codegen(device: str, scheduling, wrapper, cache_config) -> None:
     from torch._inductor.codegen import common
 
-    common.register_backend_for_device(device, scheduling, wrapper)
+    common.register_backend_for_device(device, scheduling, wrapper, device_custom_config=cache_config)
+
+
+def make_config_module(module) -> None:
+    """torch.utils._config_module.install_config_module: `module` becomes a
+    ConfigModule (the type register_backend_for_device's device_custom_config
+    must have, and what FxGraphHashDetails hashes)."""
+    from torch.utils._config_module import install_config_module
+
+    install_config_module(module)
 
 
 def registered_scheduling(device: str):
