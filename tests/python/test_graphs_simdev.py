@@ -1,6 +1,6 @@
 """Graph capture on simdev through devbridge.graphs, for real: simdev's
 runtime records the work its capturing stream would run and replays copies
-of it (plugins/simdev/runtime/src/graph.cpp), its allocator serves the
+of it (plugins/simdev/runtime/src/Graph.cpp), its allocator serves the
 capture from the graph's pool, devbridge's launcher launches Triton and
 DLPack-style kernels into the capture. Every replay is compared with eager
 execution on the same inputs."""

@@ -1,7 +1,7 @@
 """torch.compile trains a small conv net on simdev. Inductor keeps convolution
 as an extern kernel (aten.convolution forward, aten.convolution_backward in
 the backward graph), so the compiled graphs call simdev's convolution ops
-(plugins/simdev/csrc/ops/convolution.cpp) between its Triton kernels
+(plugins/simdev/csrc/ops/Convolution.cpp) between its Triton kernels
 (batch norm, ReLU, pooling: run by Triton's interpreter, hence tiny shapes).
 The losses, parameters and batch-norm statistics of a few SGD steps are
 compared with the same steps in eager mode on the CPU and on simdev."""

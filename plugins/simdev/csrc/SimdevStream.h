@@ -28,7 +28,7 @@
 namespace torch_simdev {
 
 constexpr int kStreamPoolSize = 8;
-// The runtime's limit on SIMDEV_DEVICE_COUNT (runtime/src/config.cpp).
+// The runtime's limit on SIMDEV_DEVICE_COUNT (runtime/src/Config.cpp).
 constexpr int kMaxDevices = 64;
 constexpr c10::StreamId kExternalStreamIdBase = c10::StreamId{1} << 32;
 

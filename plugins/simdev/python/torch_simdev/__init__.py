@@ -146,7 +146,7 @@ def _install_devbridge() -> None:
         declare_hardware(_BACKEND_NAME, compiler="interpreter",
                          kernel_runtime="simdev-interpreter:" + runtime_library_path())
     # torch.compile: simdev's convolutions return cuDNN's layouts
-    # (csrc/ops/convolution.cpp), channels-last results for channels-last inputs.
+    # (csrc/ops/Convolution.cpp), channels-last results for channels-last inputs.
     try:
         from devbridge.inductor import cudnn_convolution_format, declare_convolution_format
     except ImportError:  # a devbridge older than the declaration: torch predicts contiguous results

@@ -1,4 +1,4 @@
-"""Convolution on simdev (csrc/ops/convolution.cpp): forward and backward run
+"""Convolution on simdev (csrc/ops/Convolution.cpp): forward and backward run
 as stream-ordered host work and give the CPU's results; a convolution mixing
 devices is refused, naming the argument and the fix."""
 

@@ -31,7 +31,7 @@ OP_SOURCES = {path.name for path in (Path(__file__).resolve().parents[2] / "csrc
 
 # simdev's operators with two or more tensor arguments that have no sample, and why.
 NOT_CHECKED = {
-    "aten::_copy_from": "a copy between devices: taking tensors of two devices is what it is for (copy.cpp)",
+    "aten::_copy_from": "a copy between devices: taking tensors of two devices is what it is for (Copy.cpp)",
     "aten::_copy_from_and_resize": "a copy between devices, like _copy_from",
 }
 
@@ -80,7 +80,7 @@ REGISTERED_SAMPLES = [
         for op in ("add", "sub", "mul", "div")
     ),
     *(Sample(f"aten::{op}_.Tensor", lambda: ([s0(2, 3), s0(2, 3)], {})) for op in ("add", "sub", "mul", "div")),
-    # the matrix products (ops/matmul.cpp)
+    # the matrix products (ops/Matmul.cpp)
     Sample("aten::mm", lambda: ([s0(2, 3), s0(3, 4)], {})),
     Sample("aten::mm.out", lambda: ([s0(2, 3), s0(3, 4)], {"out": s0(2, 4)})),
     Sample("aten::bmm", lambda: ([s0(2, 2, 3), s0(2, 3, 4)], {})),
@@ -102,7 +102,7 @@ REGISTERED_SAMPLES = [
     Sample(
         "aten::set_.source_Storage_storage_offset", lambda: ([s0(0), s0(6).untyped_storage(), 0, [2, 3], [3, 1]], {})
     ),
-    # The convolutions name themselves as the user calls them (convolution.cpp).
+    # The convolutions name themselves as the user calls them (Convolution.cpp).
     Sample(
         "aten::convolution_overrideable",
         lambda: ([*conv_args(), [1, 1], [0, 0], [1, 1], False, [0, 0], 1], {}),
@@ -126,7 +126,7 @@ REGISTERED_SAMPLES = [
 ]
 
 # Operators simdev does not register, as the call reaches the CPU fallback
-# (fallback.cpp), whose device check serves them all: their own names, or
+# (Fallback.cpp), whose device check serves them all: their own names, or
 # (reported_as) the out= or implementation overload that torch's composite
 # kernel for a plugin device calls.
 FALLBACK_SAMPLES = [

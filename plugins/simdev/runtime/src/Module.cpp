@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "error.h"
-#include "handle_table.h"
-#include "stream.h"
+#include "Error.h"
+#include "HandleTable.h"
+#include "Stream.h"
 
 namespace simdev {
 namespace {
@@ -50,19 +50,19 @@ HandleTable<Function>& functions() {
   return *table;
 }
 
-Error module_not_loaded(sdModule_t handle) {
+Error moduleNotLoaded(sdModule_t handle) {
   return error(sdErrorInvalidModule, "module ", static_cast<const void*>(handle),
                " is not a loaded module (unloaded, or not a handle from sdModuleLoad)");
 }
 
-std::shared_ptr<Module> find_module(sdModule_t handle) {
-  auto module = modules().find(handle_id(handle));
-  if (!module) throw module_not_loaded(handle);
+std::shared_ptr<Module> findModule(sdModule_t handle) {
+  auto module = modules().find(handleId(handle));
+  if (!module) throw moduleNotLoaded(handle);
   return module;
 }
 
-std::shared_ptr<Function> find_function(sdFunction_t handle) {
-  auto function = functions().find(handle_id(handle));
+std::shared_ptr<Function> findFunction(sdFunction_t handle) {
+  auto function = functions().find(handleId(handle));
   if (!function) {
     throw error(sdErrorInvalidModule, "function ", static_cast<const void*>(handle),
                 " is not a live kernel (its module was unloaded, or not a handle from sdModuleGetFunction)");
@@ -106,14 +106,14 @@ struct ArgumentCopy {
 }  // namespace
 }  // namespace simdev
 
-using simdev::api_call;
+using simdev::apiCall;
 using simdev::error;
 
 extern "C" {
 
 SIMDEV_API sdError_t sdModuleLoad(sdModule_t* out_module, const char* path) {
-  return api_call("sdModuleLoad", [&] {
-    simdev::require_output(out_module, "out_module");
+  return apiCall("sdModuleLoad", [&] {
+    simdev::requireOutput(out_module, "out_module");
     if (path == nullptr || *path == '\0') {
       throw error(sdErrorInvalidValue, "path is NULL or empty; pass the path of a kernel shared library");
     }
@@ -124,16 +124,16 @@ SIMDEV_API sdError_t sdModuleLoad(sdModule_t* out_module, const char* path) {
                   "; check that the file exists and is a shared library for this platform");
     }
     auto module = std::make_shared<simdev::Module>(library, path);
-    const uint64_t id = simdev::next_handle_id();
+    const uint64_t id = simdev::nextHandleId();
     simdev::modules().insert(id, std::move(module));
-    *out_module = simdev::as_handle<sdModule_t>(id);
+    *out_module = simdev::asHandle<sdModule_t>(id);
   });
 }
 
 SIMDEV_API sdError_t sdModuleUnload(sdModule_t module) {
-  return api_call("sdModuleUnload", [&] {
-    auto m = simdev::modules().erase(simdev::handle_id(module));
-    if (!m) throw simdev::module_not_loaded(module);
+  return apiCall("sdModuleUnload", [&] {
+    auto m = simdev::modules().erase(simdev::handleId(module));
+    if (!m) throw simdev::moduleNotLoaded(module);
     std::lock_guard<std::mutex> lock(m->mutex);
     m->unloaded = true;
     for (const auto& entry : m->functions) simdev::functions().erase(entry.second);
@@ -142,14 +142,14 @@ SIMDEV_API sdError_t sdModuleUnload(sdModule_t module) {
 }
 
 SIMDEV_API sdError_t sdModuleGetFunction(sdFunction_t* out_function, sdModule_t module, const char* name) {
-  return api_call("sdModuleGetFunction", [&] {
-    simdev::require_output(out_function, "out_function");
+  return apiCall("sdModuleGetFunction", [&] {
+    simdev::requireOutput(out_function, "out_function");
     if (name == nullptr) throw error(sdErrorInvalidValue, "name is NULL; pass the kernel's symbol name");
-    auto m = simdev::find_module(module);
+    auto m = simdev::findModule(module);
     std::lock_guard<std::mutex> lock(m->mutex);
     if (m->unloaded) throw error(sdErrorInvalidModule, "module '", m->path, "' was unloaded concurrently");
     if (auto known = m->functions.find(name); known != m->functions.end()) {
-      *out_function = simdev::as_handle<sdFunction_t>(known->second);
+      *out_function = simdev::asHandle<sdFunction_t>(known->second);
       return;
     }
     dlerror();  // clear any stale error
@@ -160,18 +160,18 @@ SIMDEV_API sdError_t sdModuleGetFunction(sdFunction_t* out_function, sdModule_t 
     }
     auto function = std::make_shared<simdev::Function>(
         simdev::Function{m, reinterpret_cast<sdKernelFn_t>(symbol), name});
-    const uint64_t id = simdev::next_handle_id();
+    const uint64_t id = simdev::nextHandleId();
     simdev::functions().insert(id, std::move(function));
     m->functions.emplace(name, id);
-    *out_function = simdev::as_handle<sdFunction_t>(id);
+    *out_function = simdev::asHandle<sdFunction_t>(id);
   });
 }
 
 SIMDEV_API sdError_t sdLaunchKernel(sdFunction_t function, uint32_t grid_x, uint32_t grid_y, uint32_t grid_z,
                                     void** args, const size_t* arg_sizes, int num_args, sdStream_t stream) {
-  return api_call("sdLaunchKernel", [&] {
-    auto f = simdev::find_function(function);
-    auto s = simdev::find_stream(stream);
+  return apiCall("sdLaunchKernel", [&] {
+    auto f = simdev::findFunction(function);
+    auto s = simdev::findStream(stream);
     if (grid_x == 0 || grid_y == 0 || grid_z == 0) {
       throw error(sdErrorInvalidValue, "grid (", grid_x, ", ", grid_y, ", ", grid_z,
                   ") has a zero dimension; every grid dimension must be at least 1 (skip empty launches)");

@@ -1,5 +1,5 @@
 // Errors inside the runtime are C++ exceptions (simdev::Error); every C entry
-// point runs its body through api_call(), which converts any exception into an
+// point runs its body through apiCall(), which converts any exception into an
 // sdError_t plus the calling thread's last-error message. Nothing escapes the
 // C boundary.
 #ifndef SIMDEV_SRC_ERROR_H_
@@ -39,7 +39,7 @@ Error error(sdError_t code, const Parts&... parts) {
 sdError_t fail(const char* function, sdError_t code, const char* message) noexcept;
 
 // Throws sdErrorInvalidValue unless `out` is non-NULL; `name` is the parameter.
-inline void require_output(const void* out, const char* name) {
+inline void requireOutput(const void* out, const char* name) {
   if (out == nullptr) {
     throw error(sdErrorInvalidValue, name, " is NULL; pass the address where the result should be stored");
   }
@@ -49,7 +49,7 @@ inline void require_output(const void* out, const char* name) {
 // (success) or an sdError_t status that is not an error (sdErrorNotReady),
 // which is returned without touching the last-error message.
 template <typename Body>
-sdError_t api_call(const char* function, Body&& body) noexcept {
+sdError_t apiCall(const char* function, Body&& body) noexcept {
   try {
     if constexpr (std::is_void_v<decltype(body())>) {
       body();

@@ -4,7 +4,7 @@
 // thread, and results are copied back to the device. Correct and complete,
 // but synchronous: only the operators registered in ops/*.cpp are
 // asynchronous, stream-ordered host work. To make another operator async,
-// register it the way elementwise.cpp does.
+// register it the way Elementwise.cpp does.
 //
 // The fallback itself takes tensors of any device (it copies them all to the
 // CPU), so the call's devices are checked first, as CUDA's kernels check

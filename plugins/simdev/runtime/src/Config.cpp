@@ -1,10 +1,10 @@
-#include "config.h"
+#include "Config.h"
 
 #include <cerrno>
 #include <cstdlib>
 #include <string>
 
-#include "error.h"
+#include "Error.h"
 
 namespace simdev {
 namespace {
@@ -13,7 +13,7 @@ constexpr int kMaxDevices = 64;
 
 // Parses the environment variable `name` as a plain decimal integer in
 // [min, max]; an unset or empty variable yields `fallback`.
-uint64_t read_integer(const char* name, uint64_t fallback, uint64_t min, uint64_t max) {
+uint64_t readInteger(const char* name, uint64_t fallback, uint64_t min, uint64_t max) {
   const char* text = std::getenv(name);
   if (text == nullptr || *text == '\0') return fallback;
   char* end = nullptr;
@@ -36,11 +36,11 @@ struct LoadedConfig {
 LoadedConfig load() {
   LoadedConfig loaded;
   try {
-    loaded.values.device_count = static_cast<int>(read_integer("SIMDEV_DEVICE_COUNT", 2, 1, kMaxDevices));
+    loaded.values.device_count = static_cast<int>(readInteger("SIMDEV_DEVICE_COUNT", 2, 1, kMaxDevices));
     loaded.values.memory_capacity =
-        read_integer("SIMDEV_MEMORY_CAPACITY", uint64_t{4} << 30, 1, uint64_t{1} << 48);
+        readInteger("SIMDEV_MEMORY_CAPACITY", uint64_t{4} << 30, 1, uint64_t{1} << 48);
     loaded.values.op_delay_us =
-        static_cast<uint32_t>(read_integer("SIMDEV_OP_DELAY_US", 0, 0, UINT32_MAX));
+        static_cast<uint32_t>(readInteger("SIMDEV_OP_DELAY_US", 0, 0, UINT32_MAX));
   } catch (const Error& e) {
     loaded.problem = e.what();
   }
@@ -55,7 +55,7 @@ const Config& config() {
   return loaded.values;
 }
 
-void require_device(int device) {
+void requireDevice(int device) {
   const int count = config().device_count;
   if (device < 0 || device >= count) {
     throw error(sdErrorInvalidDevice, "device ", device, " is out of range; simdev has ", count,

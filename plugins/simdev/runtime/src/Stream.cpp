@@ -1,13 +1,13 @@
-#include "stream.h"
+#include "Stream.h"
 
 #include <atomic>
 #include <chrono>
 #include <sstream>
 
-#include "config.h"
-#include "debug_delay.h"
-#include "error.h"
-#include "handle_table.h"
+#include "Config.h"
+#include "DebugDelay.h"
+#include "Error.h"
+#include "HandleTable.h"
 
 namespace simdev {
 namespace {
@@ -16,9 +16,9 @@ namespace {
 // this is how a synchronizing call notices it would wait on itself.
 thread_local const Stream* current_worker = nullptr;
 
-std::string run_item(WorkItem& item) {
+std::string runItem(WorkItem& item) {
   if (item.delayed) {
-    if (const uint32_t us = op_delay_us()) std::this_thread::sleep_for(std::chrono::microseconds(us));
+    if (const uint32_t us = opDelayUs()) std::this_thread::sleep_for(std::chrono::microseconds(us));
   }
   try {
     return item.run();
@@ -49,21 +49,21 @@ StreamRegistry& registry() {
 constexpr const char* kExitReason =
     "was shut down because the process is exiting; no work can be queued after exit() began";
 
-std::shared_ptr<Stream> create_stream(int device, bool is_default) {
-  const uint64_t id = next_handle_id();
+std::shared_ptr<Stream> createStream(int device, bool is_default) {
+  const uint64_t id = nextHandleId();
   auto stream = std::make_shared<Stream>(id, device, is_default);
   registry().table.insert(id, stream);
   return stream;
 }
 
-std::shared_ptr<Stream> default_stream(int device) {
-  require_device(device);
+std::shared_ptr<Stream> defaultStream(int device) {
+  requireDevice(device);
   StreamRegistry& r = registry();
   std::lock_guard<std::mutex> lock(r.lifecycle_mutex);
   if (r.exiting) throw error(sdErrorInvalidStream, "the default stream of device ", device, " ", kExitReason);
   if (r.defaults.empty()) r.defaults.resize(static_cast<size_t>(config().device_count));
   auto& slot = r.defaults[static_cast<size_t>(device)];
-  if (!slot) slot = create_stream(device, /*is_default=*/true);
+  if (!slot) slot = createStream(device, /*is_default=*/true);
   return slot;
 }
 
@@ -85,7 +85,7 @@ struct StopWorkersAtExit {
 }  // namespace
 
 Stream::Stream(uint64_t id, int device, bool is_default)
-    : id_(id), device_(device), is_default_(is_default), worker_([this] { worker_main(); }) {}
+    : id_(id), device_(device), is_default_(is_default), worker_([this] { workerMain(); }) {}
 
 Stream::~Stream() { stop("was destroyed"); }
 
@@ -96,7 +96,7 @@ std::string Stream::describe() const {
   return text.str();
 }
 
-void Stream::worker_main() {
+void Stream::workerMain() {
   current_worker = this;
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
@@ -107,7 +107,7 @@ void Stream::worker_main() {
       WorkItem item = std::move(queue_.front());
       queue_.pop_front();
       lock.unlock();
-      failure = run_item(item);
+      failure = runItem(item);
       // `item` (and whatever its closure keeps alive) is released here,
       // before completion is published.
     }
@@ -118,7 +118,7 @@ void Stream::worker_main() {
   }
 }
 
-uint64_t Stream::enqueue_locked(WorkItem item) {
+uint64_t Stream::enqueueLocked(WorkItem item) {
   if (stop_reason_ != nullptr) throw error(sdErrorInvalidStream, describe(), " ", stop_reason_);
   if (capture_) {
     if (!capture_->invalidated.empty()) {
@@ -135,15 +135,15 @@ uint64_t Stream::enqueue_locked(WorkItem item) {
 
 uint64_t Stream::enqueue(WorkItem item) {
   std::lock_guard<std::mutex> lock(mutex_);
-  return enqueue_locked(std::move(item));
+  return enqueueLocked(std::move(item));
 }
 
-void Stream::enqueue_all(const std::vector<WorkItem>& items) {
+void Stream::enqueueAll(const std::vector<WorkItem>& items) {
   std::lock_guard<std::mutex> lock(mutex_);
-  for (const WorkItem& item : items) enqueue_locked(item);
+  for (const WorkItem& item : items) enqueueLocked(item);
 }
 
-Error Stream::refuse_locked(const char* operation) {
+Error Stream::refuseLocked(const char* operation) {
   std::string reason = std::string(operation) + " on the capturing " + describe();
   if (capture_->invalidated.empty()) capture_->invalidated = reason;
   return error(sdErrorStreamCaptureUnsupported, operation, " cannot be captured: ", describe(),
@@ -152,13 +152,13 @@ Error Stream::refuse_locked(const char* operation) {
                "sdStreamBeginCapture or after sdStreamEndCapture");
 }
 
-uint64_t Stream::enqueue_uncapturable(WorkItem item, const char* operation) {
+uint64_t Stream::enqueueUncapturable(WorkItem item, const char* operation) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (capture_) throw refuse_locked(operation);
-  return enqueue_locked(std::move(item));
+  if (capture_) throw refuseLocked(operation);
+  return enqueueLocked(std::move(item));
 }
 
-void Stream::begin_capture() {
+void Stream::beginCapture() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (stop_reason_ != nullptr) throw error(sdErrorInvalidStream, describe(), " ", stop_reason_);
   if (capture_) {
@@ -168,7 +168,7 @@ void Stream::begin_capture() {
   capture_ = std::make_unique<Recording>();
 }
 
-Recording Stream::end_capture() {
+Recording Stream::endCapture() {
   std::unique_ptr<Recording> recording;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -180,15 +180,15 @@ Recording Stream::end_capture() {
   return std::move(*recording);
 }
 
-sdStreamCaptureStatus Stream::capture_status() {
+sdStreamCaptureStatus Stream::captureStatus() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!capture_) return sdStreamCaptureStatusNone;
   return capture_->invalidated.empty() ? sdStreamCaptureStatusActive : sdStreamCaptureStatusInvalidated;
 }
 
-void Stream::refuse_if_capturing(const char* operation) {
+void Stream::refuseIfCapturing(const char* operation) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (capture_) throw refuse_locked(operation);
+  if (capture_) throw refuseLocked(operation);
 }
 
 bool Stream::reached(uint64_t seq) {
@@ -196,7 +196,7 @@ bool Stream::reached(uint64_t seq) {
   return completed_ >= seq;
 }
 
-void Stream::wait_for(uint64_t seq) {
+void Stream::waitFor(uint64_t seq) {
   std::unique_lock<std::mutex> lock(mutex_);
   progress_.wait(lock, [&] { return completed_ >= seq; });
 }
@@ -207,7 +207,7 @@ void Stream::synchronize() {
     std::lock_guard<std::mutex> lock(mutex_);
     last = enqueued_;
   }
-  wait_for(last);
+  waitFor(last);
 }
 
 bool Stream::idle() {
@@ -215,21 +215,21 @@ bool Stream::idle() {
   return completed_ == enqueued_;
 }
 
-std::string Stream::take_failure() {
+std::string Stream::takeFailure() {
   std::lock_guard<std::mutex> lock(mutex_);
   std::string failure;
   failure.swap(failure_);
   return failure;
 }
 
-void Stream::report_failure() {
-  std::string failure = take_failure();
+void Stream::reportFailure() {
+  std::string failure = takeFailure();
   if (!failure.empty()) {
     throw Error(sdErrorLaunchFailure, failure + " (reported once; later work on the stream still ran)");
   }
 }
 
-bool Stream::on_worker_thread() const { return current_worker == this; }
+bool Stream::onWorkerThread() const { return current_worker == this; }
 
 void Stream::stop(const char* reason) {
   {
@@ -240,18 +240,18 @@ void Stream::stop(const char* reason) {
   work_ready_.notify_all();
   // A host function that calls exit() stops its own stream: it cannot join
   // itself, and the worker ends when that host function returns.
-  if (on_worker_thread()) {
+  if (onWorkerThread()) {
     worker_.detach();
   } else {
     worker_.join();
   }
 }
 
-std::shared_ptr<Stream> find_stream(sdStream_t handle) {
+std::shared_ptr<Stream> findStream(sdStream_t handle) {
   if (handle == nullptr) {
     throw error(sdErrorInvalidStream, "stream is NULL; simdev has no implicit stream, use sdStreamGetDefault(device)");
   }
-  auto stream = registry().table.find(handle_id(handle));
+  auto stream = registry().table.find(handleId(handle));
   if (!stream) {
     throw error(sdErrorInvalidStream, "stream ", static_cast<const void*>(handle),
                 " is not a live stream (destroyed, or not a handle from sdStreamCreate/sdStreamGetDefault)");
@@ -259,7 +259,7 @@ std::shared_ptr<Stream> find_stream(sdStream_t handle) {
   return stream;
 }
 
-std::vector<std::shared_ptr<Stream>> streams_of_device(int device) {
+std::vector<std::shared_ptr<Stream>> streamsOfDevice(int device) {
   std::vector<std::shared_ptr<Stream>> matching;
   for (auto& stream : registry().table.snapshot()) {
     if (stream->device() == device) matching.push_back(std::move(stream));
@@ -269,83 +269,83 @@ std::vector<std::shared_ptr<Stream>> streams_of_device(int device) {
 
 }  // namespace simdev
 
-using simdev::api_call;
+using simdev::apiCall;
 using simdev::error;
 
 extern "C" {
 
 SIMDEV_API sdError_t sdStreamGetDefault(int device, sdStream_t* out_stream) {
-  return api_call("sdStreamGetDefault", [&] {
-    simdev::require_output(out_stream, "out_stream");
-    *out_stream = simdev::as_handle<sdStream_t>(simdev::default_stream(device)->id());
+  return apiCall("sdStreamGetDefault", [&] {
+    simdev::requireOutput(out_stream, "out_stream");
+    *out_stream = simdev::asHandle<sdStream_t>(simdev::defaultStream(device)->id());
   });
 }
 
 SIMDEV_API sdError_t sdStreamCreate(int device, sdStream_t* out_stream) {
-  return api_call("sdStreamCreate", [&] {
-    simdev::require_output(out_stream, "out_stream");
-    simdev::require_device(device);
+  return apiCall("sdStreamCreate", [&] {
+    simdev::requireOutput(out_stream, "out_stream");
+    simdev::requireDevice(device);
     auto& r = simdev::registry();
     std::lock_guard<std::mutex> lock(r.lifecycle_mutex);
     if (r.exiting) throw error(sdErrorInvalidStream, "cannot create a stream: the process is exiting");
-    *out_stream = simdev::as_handle<sdStream_t>(simdev::create_stream(device, false)->id());
+    *out_stream = simdev::asHandle<sdStream_t>(simdev::createStream(device, false)->id());
   });
 }
 
 SIMDEV_API sdError_t sdStreamDestroy(sdStream_t stream) {
-  return api_call("sdStreamDestroy", [&] {
-    auto s = simdev::find_stream(stream);
-    if (s->is_default()) {
+  return apiCall("sdStreamDestroy", [&] {
+    auto s = simdev::findStream(stream);
+    if (s->isDefault()) {
       throw error(sdErrorInvalidValue, s->describe(),
                   " is a default stream; default streams live as long as the process, destroy only streams from sdStreamCreate");
     }
-    if (s->on_worker_thread()) {
+    if (s->onWorkerThread()) {
       throw error(sdErrorDeadlock, "called from a host function or kernel running on ", s->describe(),
                   " itself, which cannot wait for its own queue; destroy it from another thread");
     }
-    s->refuse_if_capturing("sdStreamDestroy");
+    s->refuseIfCapturing("sdStreamDestroy");
     if (!simdev::registry().table.erase(s->id())) {
       throw error(sdErrorInvalidStream, s->describe(), " was destroyed concurrently by another thread");
     }
     s->stop("was destroyed");
-    if (std::string failure = s->take_failure(); !failure.empty()) {
+    if (std::string failure = s->takeFailure(); !failure.empty()) {
       throw error(sdErrorLaunchFailure, "the stream was destroyed, but its queued work failed: ", failure);
     }
   });
 }
 
 SIMDEV_API sdError_t sdStreamGetDevice(sdStream_t stream, int* out_device) {
-  return api_call("sdStreamGetDevice", [&] {
-    simdev::require_output(out_device, "out_device");
-    *out_device = simdev::find_stream(stream)->device();
+  return apiCall("sdStreamGetDevice", [&] {
+    simdev::requireOutput(out_device, "out_device");
+    *out_device = simdev::findStream(stream)->device();
   });
 }
 
 SIMDEV_API sdError_t sdStreamQuery(sdStream_t stream) {
-  return api_call("sdStreamQuery", [&] {
-    auto s = simdev::find_stream(stream);
-    s->refuse_if_capturing("sdStreamQuery");
-    s->report_failure();
+  return apiCall("sdStreamQuery", [&] {
+    auto s = simdev::findStream(stream);
+    s->refuseIfCapturing("sdStreamQuery");
+    s->reportFailure();
     return s->idle() ? sdSuccess : sdErrorNotReady;
   });
 }
 
 SIMDEV_API sdError_t sdStreamSynchronize(sdStream_t stream) {
-  return api_call("sdStreamSynchronize", [&] {
-    auto s = simdev::find_stream(stream);
-    if (s->on_worker_thread()) {
+  return apiCall("sdStreamSynchronize", [&] {
+    auto s = simdev::findStream(stream);
+    if (s->onWorkerThread()) {
       throw error(sdErrorDeadlock, "called from a host function or kernel running on ", s->describe(),
                   " itself; it would wait for itself forever. Synchronize from another thread, or order work with events");
     }
-    s->refuse_if_capturing("sdStreamSynchronize");
+    s->refuseIfCapturing("sdStreamSynchronize");
     s->synchronize();
-    s->report_failure();
+    s->reportFailure();
   });
 }
 
 SIMDEV_API sdError_t sdLaunchHostFunc(sdStream_t stream, sdHostFn_t fn, void* user_data) {
-  return api_call("sdLaunchHostFunc", [&] {
-    auto s = simdev::find_stream(stream);
+  return apiCall("sdLaunchHostFunc", [&] {
+    auto s = simdev::findStream(stream);
     if (fn == nullptr) throw error(sdErrorInvalidValue, "fn is NULL; pass the host function to queue");
     const std::string where = s->describe();
     s->enqueue({true, [fn, user_data, where]() -> std::string {
@@ -381,8 +381,8 @@ struct OwnedUserData {
 
 SIMDEV_API sdError_t sdLaunchHostFuncWithCleanup(sdStream_t stream, sdHostFn_t fn, void* user_data,
                                                  void (*cleanup)(void*)) {
-  return api_call("sdLaunchHostFuncWithCleanup", [&] {
-    auto s = simdev::find_stream(stream);
+  return apiCall("sdLaunchHostFuncWithCleanup", [&] {
+    auto s = simdev::findStream(stream);
     if (fn == nullptr) throw error(sdErrorInvalidValue, "fn is NULL; pass the host function to queue");
     if (cleanup == nullptr) {
       throw error(sdErrorInvalidValue, "cleanup is NULL; pass the function that frees user_data, or use sdLaunchHostFunc");

@@ -5,10 +5,10 @@
 // is then simply completed >= n, which is what events capture and what
 // cross-stream waits block on.
 //
-// Capture (graph.cpp): while a stream captures, enqueue() appends the item to
+// Capture (Graph.cpp): while a stream captures, enqueue() appends the item to
 // the capture's recording instead of the queue; operations that need the
 // queue's progress (event markers, waits, synchronisation) refuse and
-// invalidate the capture instead (enqueue_uncapturable, refuse_if_capturing).
+// invalidate the capture instead (enqueueUncapturable, refuseIfCapturing).
 #ifndef SIMDEV_SRC_STREAM_H_
 #define SIMDEV_SRC_STREAM_H_
 
@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "error.h"
+#include "Error.h"
 
 namespace simdev {
 
@@ -37,7 +37,7 @@ struct WorkItem {
   std::function<std::string()> run;
 };
 
-// What a capturing stream records (graph.cpp turns it into a graph).
+// What a capturing stream records (Graph.cpp turns it into a graph).
 struct Recording {
   std::vector<WorkItem> items;
   std::string invalidated;  // non-empty once invalidated: what broke the capture
@@ -52,7 +52,7 @@ class Stream {
 
   uint64_t id() const { return id_; }
   int device() const { return device_; }
-  bool is_default() const { return is_default_; }
+  bool isDefault() const { return is_default_; }
   // "stream 0x5 (device 0)", for messages.
   std::string describe() const;
 
@@ -62,40 +62,40 @@ class Stream {
   // sdErrorStreamCaptureInvalidated once the capture was invalidated).
   uint64_t enqueue(WorkItem item);
   // enqueue() for each of `items` (copies), with no other work in between.
-  void enqueue_all(const std::vector<WorkItem>& items);
+  void enqueueAll(const std::vector<WorkItem>& items);
   // enqueue() for work whose sequence number matters (event markers, waits):
   // refused, and the capture invalidated, while the stream captures.
-  uint64_t enqueue_uncapturable(WorkItem item, const char* operation);
+  uint64_t enqueueUncapturable(WorkItem item, const char* operation);
 
   // Capture. begin: throws sdErrorInvalidValue if already capturing. end:
   // the recording (the capture ends even if it was invalidated; the caller
-  // reports that). refuse_if_capturing: throws sdErrorStreamCaptureUnsupported
+  // reports that). refuseIfCapturing: throws sdErrorStreamCaptureUnsupported
   // naming `operation` and invalidates the capture, if there is one.
-  void begin_capture();
-  Recording end_capture();
-  sdStreamCaptureStatus capture_status();
-  void refuse_if_capturing(const char* operation);
+  void beginCapture();
+  Recording endCapture();
+  sdStreamCaptureStatus captureStatus();
+  void refuseIfCapturing(const char* operation);
   bool reached(uint64_t seq);
-  void wait_for(uint64_t seq);
+  void waitFor(uint64_t seq);
   // Waits for everything queued before the call.
   void synchronize();
   bool idle();
   // The first unreported failure of queued work ("" if none), cleared.
-  std::string take_failure();
+  std::string takeFailure();
   // Throws sdErrorLaunchFailure with the unreported failure, if any.
-  void report_failure();
+  void reportFailure();
   // True on this stream's own worker thread (inside its host fns/kernels).
-  bool on_worker_thread() const;
+  bool onWorkerThread() const;
   // Lets the worker drain the queue, then joins it. Later enqueues fail with
   // "stream ... <reason>". Idempotent.
   void stop(const char* reason);
 
  private:
-  void worker_main();
+  void workerMain();
   // Caller holds mutex_. Queues or records `item`.
-  uint64_t enqueue_locked(WorkItem item);
+  uint64_t enqueueLocked(WorkItem item);
   // Caller holds mutex_ and capture_ is set: the error that refuses `operation`.
-  Error refuse_locked(const char* operation);
+  Error refuseLocked(const char* operation);
 
   const uint64_t id_;
   const int device_;
@@ -114,9 +114,9 @@ class Stream {
 };
 
 // The live stream behind a handle; throws sdErrorInvalidStream.
-std::shared_ptr<Stream> find_stream(sdStream_t handle);
+std::shared_ptr<Stream> findStream(sdStream_t handle);
 // All live streams of `device` (the default stream only if it was created).
-std::vector<std::shared_ptr<Stream>> streams_of_device(int device);
+std::vector<std::shared_ptr<Stream>> streamsOfDevice(int device);
 
 }  // namespace simdev
 

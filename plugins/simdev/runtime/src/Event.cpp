@@ -8,9 +8,9 @@
 #include <memory>
 #include <mutex>
 
-#include "error.h"
-#include "handle_table.h"
-#include "stream.h"
+#include "Error.h"
+#include "HandleTable.h"
+#include "Stream.h"
 
 namespace simdev {
 namespace {
@@ -42,9 +42,9 @@ HandleTable<Event>& events() {
   return *table;
 }
 
-std::shared_ptr<Event> find_event(sdEvent_t handle, const char* name) {
+std::shared_ptr<Event> findEvent(sdEvent_t handle, const char* name) {
   if (handle == nullptr) throw error(sdErrorInvalidEvent, name, " is NULL; pass an event from sdEventCreate");
-  auto event = events().find(handle_id(handle));
+  auto event = events().find(handleId(handle));
   if (!event) {
     throw error(sdErrorInvalidEvent, name, " ", static_cast<const void*>(handle),
                 " is not a live event (destroyed, or not a handle from sdEventCreate)");
@@ -53,7 +53,7 @@ std::shared_ptr<Event> find_event(sdEvent_t handle, const char* name) {
 }
 
 // The completed, timed capture of `event` for sdEventElapsedTime.
-std::shared_ptr<Capture> timed_capture(Event& event, const char* name) {
+std::shared_ptr<Capture> timedCapture(Event& event, const char* name) {
   if (!event.timing) {
     throw error(sdErrorTimingDisabled, name,
                 " was created with sdEventDisableTiming; create it with sdEventDefault to time it");
@@ -66,30 +66,30 @@ std::shared_ptr<Capture> timed_capture(Event& event, const char* name) {
 }  // namespace
 }  // namespace simdev
 
-using simdev::api_call;
+using simdev::apiCall;
 using simdev::error;
 
 extern "C" {
 
 SIMDEV_API sdError_t sdEventCreate(sdEvent_t* out_event, unsigned int flags) {
-  return api_call("sdEventCreate", [&] {
-    simdev::require_output(out_event, "out_event");
+  return apiCall("sdEventCreate", [&] {
+    simdev::requireOutput(out_event, "out_event");
     if ((flags & ~sdEventDisableTiming) != 0) {
       throw error(sdErrorInvalidValue, "flags 0x", std::hex, flags, std::dec,
                   " has unknown bits; use sdEventDefault or sdEventDisableTiming");
     }
-    const uint64_t id = simdev::next_handle_id();
+    const uint64_t id = simdev::nextHandleId();
     simdev::events().insert(id, std::make_shared<simdev::Event>((flags & sdEventDisableTiming) == 0));
-    *out_event = simdev::as_handle<sdEvent_t>(id);
+    *out_event = simdev::asHandle<sdEvent_t>(id);
   });
 }
 
 SIMDEV_API sdError_t sdEventDestroy(sdEvent_t event) {
-  return api_call("sdEventDestroy", [&] {
-    simdev::find_event(event, "event");
+  return apiCall("sdEventDestroy", [&] {
+    simdev::findEvent(event, "event");
     // Queued waits and markers hold the capture itself, so destroying an
     // event with work still referring to it is safe.
-    if (!simdev::events().erase(simdev::handle_id(event))) {
+    if (!simdev::events().erase(simdev::handleId(event))) {
       throw error(sdErrorInvalidEvent, "event ", static_cast<const void*>(event),
                   " was destroyed concurrently by another thread");
     }
@@ -97,13 +97,13 @@ SIMDEV_API sdError_t sdEventDestroy(sdEvent_t event) {
 }
 
 SIMDEV_API sdError_t sdEventRecord(sdEvent_t event, sdStream_t stream) {
-  return api_call("sdEventRecord", [&] {
-    auto e = simdev::find_event(event, "event");
-    auto s = simdev::find_stream(stream);
+  return apiCall("sdEventRecord", [&] {
+    auto e = simdev::findEvent(event, "event");
+    auto s = simdev::findStream(stream);
     auto capture = std::make_shared<simdev::Capture>();
     capture->stream = s;
     std::lock_guard<std::mutex> lock(e->mutex);  // concurrent records: one wins whole
-    capture->seq = s->enqueue_uncapturable({false, [capture]() -> std::string {
+    capture->seq = s->enqueueUncapturable({false, [capture]() -> std::string {
                                               capture->reached_at = simdev::Clock::now();
                                               return {};
                                             }},
@@ -113,31 +113,31 @@ SIMDEV_API sdError_t sdEventRecord(sdEvent_t event, sdStream_t stream) {
 }
 
 SIMDEV_API sdError_t sdEventQuery(sdEvent_t event) {
-  return api_call("sdEventQuery", [&] {
-    auto capture = simdev::find_event(event, "event")->current();
+  return apiCall("sdEventQuery", [&] {
+    auto capture = simdev::findEvent(event, "event")->current();
     return !capture || capture->stream->reached(capture->seq) ? sdSuccess : sdErrorNotReady;
   });
 }
 
 SIMDEV_API sdError_t sdEventSynchronize(sdEvent_t event) {
-  return api_call("sdEventSynchronize", [&] {
-    auto capture = simdev::find_event(event, "event")->current();
+  return apiCall("sdEventSynchronize", [&] {
+    auto capture = simdev::findEvent(event, "event")->current();
     if (!capture) return;
     simdev::Stream& s = *capture->stream;
-    if (s.on_worker_thread() && !s.reached(capture->seq)) {
+    if (s.onWorkerThread() && !s.reached(capture->seq)) {
       throw error(sdErrorDeadlock, "the event was recorded on ", s.describe(),
                   " after the host function or kernel that is calling; it would wait for itself forever");
     }
-    s.wait_for(capture->seq);
-    s.report_failure();
+    s.waitFor(capture->seq);
+    s.reportFailure();
   });
 }
 
 SIMDEV_API sdError_t sdEventElapsedTime(float* out_ms, sdEvent_t start, sdEvent_t end) {
-  return api_call("sdEventElapsedTime", [&] {
-    simdev::require_output(out_ms, "out_ms");
-    auto start_capture = simdev::timed_capture(*simdev::find_event(start, "start"), "start");
-    auto end_capture = simdev::timed_capture(*simdev::find_event(end, "end"), "end");
+  return apiCall("sdEventElapsedTime", [&] {
+    simdev::requireOutput(out_ms, "out_ms");
+    auto start_capture = simdev::timedCapture(*simdev::findEvent(start, "start"), "start");
+    auto end_capture = simdev::timedCapture(*simdev::findEvent(end, "end"), "end");
     if (!start_capture->stream->reached(start_capture->seq) || !end_capture->stream->reached(end_capture->seq)) {
       return sdErrorNotReady;
     }
@@ -147,14 +147,14 @@ SIMDEV_API sdError_t sdEventElapsedTime(float* out_ms, sdEvent_t start, sdEvent_
 }
 
 SIMDEV_API sdError_t sdStreamWaitEvent(sdStream_t stream, sdEvent_t event) {
-  return api_call("sdStreamWaitEvent", [&] {
-    auto s = simdev::find_stream(stream);
-    auto capture = simdev::find_event(event, "event")->current();
+  return apiCall("sdStreamWaitEvent", [&] {
+    auto s = simdev::findStream(stream);
+    auto capture = simdev::findEvent(event, "event")->current();
     if (!capture) return;  // never recorded: nothing to wait for
     // The capture's marker was queued before this wait, so waits can never
     // form a cycle; the worker just blocks until the other stream passes it.
-    s->enqueue_uncapturable({false, [capture]() -> std::string {
-                               capture->stream->wait_for(capture->seq);
+    s->enqueueUncapturable({false, [capture]() -> std::string {
+                               capture->stream->waitFor(capture->seq);
                                return {};
                              }},
                              "sdStreamWaitEvent");

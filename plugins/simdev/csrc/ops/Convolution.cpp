@@ -6,7 +6,7 @@
 // kernels only raise. simdev implements those two like its other operators:
 // devices, dtypes and shapes are settled and the outputs allocated on the
 // calling thread; on the stream's worker, ATen's CPU convolution runs on
-// aliases of the device memory. (The boxed CPU fallback of fallback.cpp
+// aliases of the device memory. (The boxed CPU fallback of Fallback.cpp
 // never gets these two: their raising CompositeExplicitAutograd kernels take
 // precedence over a backend fallback.)
 //

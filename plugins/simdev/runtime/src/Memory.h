@@ -11,7 +11,7 @@ namespace simdev {
 // live allocation, which must be on `device` unless `device` is -1. `role`
 // names the argument in the message ("destination"). Returns the allocation's
 // device.
-int require_device_range(const void* ptr, size_t size, int device, const char* role);
+int requireDeviceRange(const void* ptr, size_t size, int device, const char* role);
 
 }  // namespace simdev
 

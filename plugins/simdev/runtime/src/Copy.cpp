@@ -3,39 +3,39 @@
 // passed it, not later on a worker.
 #include <cstring>
 
-#include "error.h"
-#include "memory.h"
-#include "stream.h"
+#include "Error.h"
+#include "Memory.h"
+#include "Stream.h"
 
 namespace simdev {
 namespace {
 
-void require_host_pointer(const void* ptr, const char* role) {
+void requireHostPointer(const void* ptr, const char* role) {
   if (ptr == nullptr) throw error(sdErrorInvalidValue, role, " is NULL");
 }
 
-void enqueue_copy(void* dst, const void* src, size_t size, sdMemcpyKind kind, Stream& stream) {
+void enqueueCopy(void* dst, const void* src, size_t size, sdMemcpyKind kind, Stream& stream) {
   const int device = stream.device();
   switch (kind) {
     case sdMemcpyHostToDevice:
       if (size == 0) return;
-      require_device_range(dst, size, device, "destination");
-      require_host_pointer(src, "source (host)");
+      requireDeviceRange(dst, size, device, "destination");
+      requireHostPointer(src, "source (host)");
       break;
     case sdMemcpyDeviceToHost:
       if (size == 0) return;
-      require_host_pointer(dst, "destination (host)");
-      require_device_range(src, size, device, "source");
+      requireHostPointer(dst, "destination (host)");
+      requireDeviceRange(src, size, device, "source");
       break;
     case sdMemcpyDeviceToDevice:  // either side may be on any device
       if (size == 0) return;
-      require_device_range(dst, size, -1, "destination");
-      require_device_range(src, size, -1, "source");
+      requireDeviceRange(dst, size, -1, "destination");
+      requireDeviceRange(src, size, -1, "source");
       break;
     case sdMemcpyHostToHost:
       if (size == 0) return;
-      require_host_pointer(dst, "destination (host)");
-      require_host_pointer(src, "source (host)");
+      requireHostPointer(dst, "destination (host)");
+      requireHostPointer(src, "source (host)");
       break;
     default:
       throw error(sdErrorInvalidValue, "kind ", static_cast<int>(kind),
@@ -51,35 +51,35 @@ void enqueue_copy(void* dst, const void* src, size_t size, sdMemcpyKind kind, St
 }  // namespace
 }  // namespace simdev
 
-using simdev::api_call;
+using simdev::apiCall;
 using simdev::error;
 
 extern "C" {
 
 SIMDEV_API sdError_t sdMemcpyAsync(void* dst, const void* src, size_t size, sdMemcpyKind kind,
                                    sdStream_t stream) {
-  return api_call("sdMemcpyAsync", [&] { simdev::enqueue_copy(dst, src, size, kind, *simdev::find_stream(stream)); });
+  return apiCall("sdMemcpyAsync", [&] { simdev::enqueueCopy(dst, src, size, kind, *simdev::findStream(stream)); });
 }
 
 SIMDEV_API sdError_t sdMemcpy(void* dst, const void* src, size_t size, sdMemcpyKind kind, sdStream_t stream) {
-  return api_call("sdMemcpy", [&] {
-    auto s = simdev::find_stream(stream);
-    if (s->on_worker_thread()) {
+  return apiCall("sdMemcpy", [&] {
+    auto s = simdev::findStream(stream);
+    if (s->onWorkerThread()) {
       throw error(sdErrorDeadlock, "called from a host function or kernel running on ", s->describe(),
                   " itself; a blocking copy would wait for itself forever, use sdMemcpyAsync");
     }
-    s->refuse_if_capturing("sdMemcpy (a copy that waits for its stream)");
-    simdev::enqueue_copy(dst, src, size, kind, *s);
+    s->refuseIfCapturing("sdMemcpy (a copy that waits for its stream)");
+    simdev::enqueueCopy(dst, src, size, kind, *s);
     s->synchronize();
-    s->report_failure();
+    s->reportFailure();
   });
 }
 
 SIMDEV_API sdError_t sdMemsetAsync(void* dst, int value, size_t size, sdStream_t stream) {
-  return api_call("sdMemsetAsync", [&] {
-    auto s = simdev::find_stream(stream);
+  return apiCall("sdMemsetAsync", [&] {
+    auto s = simdev::findStream(stream);
     if (size == 0) return;
-    simdev::require_device_range(dst, size, s->device(), "destination");
+    simdev::requireDeviceRange(dst, size, s->device(), "destination");
     s->enqueue({true, [dst, value, size]() -> std::string {
                   std::memset(dst, value, size);
                   return {};

@@ -1,4 +1,4 @@
-#include "memory.h"
+#include "Memory.h"
 
 #include <cstdint>
 #include <cstdlib>
@@ -6,8 +6,8 @@
 #include <mutex>
 #include <vector>
 
-#include "config.h"
-#include "error.h"
+#include "Config.h"
+#include "Error.h"
 
 namespace simdev {
 namespace {
@@ -49,7 +49,7 @@ class AllocationRegistry {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = by_address_.find(reinterpret_cast<uintptr_t>(ptr));
     if (it == by_address_.end()) {
-      auto containing = containing_locked(ptr);
+      auto containing = containingLocked(ptr);
       if (containing != by_address_.end()) {
         throw error(sdErrorInvalidDevicePointer, ptr, " points inside the allocation at ",
                     reinterpret_cast<void*>(containing->first), "; pass the pointer sdMalloc returned");
@@ -65,7 +65,7 @@ class AllocationRegistry {
   // The allocation containing `ptr` (a 0-byte allocation contains its base).
   bool find(const void* ptr, uintptr_t* base, Allocation* allocation) {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = containing_locked(ptr);
+    auto it = containingLocked(ptr);
     if (it == by_address_.end()) return false;
     *base = it->first;
     *allocation = it->second;
@@ -78,7 +78,7 @@ class AllocationRegistry {
   }
 
  private:
-  std::map<uintptr_t, Allocation>::iterator containing_locked(const void* ptr) {
+  std::map<uintptr_t, Allocation>::iterator containingLocked(const void* ptr) {
     const auto address = reinterpret_cast<uintptr_t>(ptr);
     auto it = by_address_.upper_bound(address);
     if (it == by_address_.begin()) return by_address_.end();
@@ -101,7 +101,7 @@ AllocationRegistry& allocations() {
 
 }  // namespace
 
-int require_device_range(const void* ptr, size_t size, int device, const char* role) {
+int requireDeviceRange(const void* ptr, size_t size, int device, const char* role) {
   uintptr_t base = 0;
   Allocation allocation{};
   if (!allocations().find(ptr, &base, &allocation)) {
@@ -124,37 +124,37 @@ int require_device_range(const void* ptr, size_t size, int device, const char* r
 
 }  // namespace simdev
 
-using simdev::api_call;
+using simdev::apiCall;
 using simdev::error;
 
 extern "C" {
 
 SIMDEV_API sdError_t sdMalloc(void** out_ptr, size_t size, int device) {
-  return api_call("sdMalloc", [&] {
-    simdev::require_output(out_ptr, "out_ptr");
-    simdev::require_device(device);
+  return apiCall("sdMalloc", [&] {
+    simdev::requireOutput(out_ptr, "out_ptr");
+    simdev::requireDevice(device);
     *out_ptr = simdev::allocations().allocate(size, device);
   });
 }
 
 SIMDEV_API sdError_t sdFree(void* ptr) {
-  return api_call("sdFree", [&] {
+  return apiCall("sdFree", [&] {
     if (ptr != nullptr) simdev::allocations().release(ptr);
   });
 }
 
 SIMDEV_API sdError_t sdPointerGetDevice(const void* ptr, int* out_device) {
-  return api_call("sdPointerGetDevice", [&] {
-    simdev::require_output(out_device, "out_device");
-    *out_device = simdev::require_device_range(ptr, 0, -1, "pointer");
+  return apiCall("sdPointerGetDevice", [&] {
+    simdev::requireOutput(out_device, "out_device");
+    *out_device = simdev::requireDeviceRange(ptr, 0, -1, "pointer");
   });
 }
 
 SIMDEV_API sdError_t sdMemGetInfo(int device, size_t* out_used, size_t* out_capacity) {
-  return api_call("sdMemGetInfo", [&] {
-    simdev::require_output(out_used, "out_used");
-    simdev::require_output(out_capacity, "out_capacity");
-    simdev::require_device(device);
+  return apiCall("sdMemGetInfo", [&] {
+    simdev::requireOutput(out_used, "out_used");
+    simdev::requireOutput(out_capacity, "out_capacity");
+    simdev::requireDevice(device);
     *out_used = static_cast<size_t>(simdev::allocations().used(device));
     *out_capacity = static_cast<size_t>(simdev::config().memory_capacity);
   });

@@ -17,7 +17,7 @@ struct Config {
 const Config& config();
 
 // Throws sdErrorInvalidDevice unless 0 <= device < device count.
-void require_device(int device);
+void requireDevice(int device);
 
 }  // namespace simdev
 

@@ -1,9 +1,9 @@
-#include "debug_delay.h"
+#include "DebugDelay.h"
 
 #include <atomic>
 
-#include "config.h"
-#include "error.h"
+#include "Config.h"
+#include "Error.h"
 
 namespace simdev {
 namespace {
@@ -15,20 +15,20 @@ std::atomic<uint32_t>& delay() {
 }
 }  // namespace
 
-uint32_t op_delay_us() { return delay().load(std::memory_order_relaxed); }
+uint32_t opDelayUs() { return delay().load(std::memory_order_relaxed); }
 
 }  // namespace simdev
 
 extern "C" {
 
 SIMDEV_API sdError_t sdSetOpDelay(uint32_t microseconds) {
-  return simdev::api_call("sdSetOpDelay", [&] { simdev::delay().store(microseconds); });
+  return simdev::apiCall("sdSetOpDelay", [&] { simdev::delay().store(microseconds); });
 }
 
 SIMDEV_API sdError_t sdGetOpDelay(uint32_t* out_microseconds) {
-  return simdev::api_call("sdGetOpDelay", [&] {
-    simdev::require_output(out_microseconds, "out_microseconds");
-    *out_microseconds = simdev::op_delay_us();
+  return simdev::apiCall("sdGetOpDelay", [&] {
+    simdev::requireOutput(out_microseconds, "out_microseconds");
+    *out_microseconds = simdev::opDelayUs();
   });
 }
 

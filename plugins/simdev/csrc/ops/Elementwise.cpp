@@ -1,6 +1,6 @@
 // Elementwise operators that run as stream-ordered host work (OpRunner.h):
 // arithmetic (functional, out= and in-place), neg, exp, fill_ and zero_.
-// Everything else reaches simdev through the CPU fallback (fallback.cpp).
+// Everything else reaches simdev through the CPU fallback (Fallback.cpp).
 #include <ATen/ATen.h>
 #include <ATen/native/BinaryOps.h>
 #include <torch/library.h>

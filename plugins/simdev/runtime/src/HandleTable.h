@@ -14,18 +14,18 @@
 
 namespace simdev {
 
-inline uint64_t next_handle_id() {
+inline uint64_t nextHandleId() {
   static std::atomic<uint64_t> next{1};  // 0 would be NULL, never a valid handle
   return next.fetch_add(1, std::memory_order_relaxed);
 }
 
 template <typename Handle>
-uint64_t handle_id(Handle handle) {
+uint64_t handleId(Handle handle) {
   return reinterpret_cast<uintptr_t>(handle);
 }
 
 template <typename Handle>
-Handle as_handle(uint64_t id) {
+Handle asHandle(uint64_t id) {
   return reinterpret_cast<Handle>(static_cast<uintptr_t>(id));
 }
 
@@ -34,7 +34,7 @@ Handle as_handle(uint64_t id) {
 template <typename T>
 class HandleTable {
  public:
-  // `id` comes from next_handle_id(); objects that print their own handle in
+  // `id` comes from nextHandleId(); objects that print their own handle in
   // messages are constructed with it before they are inserted.
   void insert(uint64_t id, std::shared_ptr<T> object) {
     std::lock_guard<std::mutex> lock(mutex_);

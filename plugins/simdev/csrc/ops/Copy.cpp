@@ -64,7 +64,7 @@ void enqueueCopy(const at::Tensor& src, const at::Tensor& dst, sdStream_t stream
 }
 
 // A one-shot event recorded on `stream`. Destroying it right after use is
-// fine: waits queued on it keep what they need (runtime.h, event.cpp).
+// fine: waits queued on it keep what they need (runtime.h, Event.cpp).
 struct ScopedEvent {
   sdEvent_t event = nullptr;
   explicit ScopedEvent(sdStream_t stream) {

@@ -9,7 +9,7 @@
 namespace simdev {
 
 // Current delay in microseconds (initially SIMDEV_OP_DELAY_US).
-uint32_t op_delay_us();
+uint32_t opDelayUs();
 
 }  // namespace simdev
 
