@@ -99,51 +99,51 @@ class DeviceRuntime {
 
   c10::DeviceType type() const noexcept { return type_; }
   // User-facing name: the PrivateUse1 backend's name ("simdev"), else c10's.
-  std::string name() const;
+  std::string Name() const;
   // True when a device guard is registered for the type.
-  bool available() const noexcept;
+  bool Available() const noexcept;
   // 0 when unavailable; never throws.
-  int device_count() const noexcept;
+  int DeviceCount() const noexcept;
 
-  c10::DeviceIndex current_device() const;
-  void set_current_device(c10::DeviceIndex index) const;
+  c10::DeviceIndex CurrentDevice() const;
+  void SetCurrentDevice(c10::DeviceIndex index) const;
 
-  c10::Stream current_stream(c10::DeviceIndex index) const;
+  c10::Stream CurrentStream(c10::DeviceIndex index) const;
   // The device's default stream (the guard's getDefaultStream); throws
   // Error(kNotImplemented) naming the fix when the guard lacks it.
-  c10::Stream default_stream(c10::DeviceIndex index) const;
+  c10::Stream DefaultStream(c10::DeviceIndex index) const;
   // Native handle (cudaStream_t, the plugin's stream pointer, ...) of a stream
   // of this device type. NULL for CPU.
-  void* native_handle(const c10::Stream& stream) const;
+  void* NativeHandle(const c10::Stream& stream) const;
   // Hot path: native handle of the calling thread's current stream on device
   // `index`. A handful of loads and one call into the plugin's current-stream
   // query, or two virtual calls into its guard, when cached. Precedence: a
   // registered resolver, then the query, then the guard.
-  void* current_native_stream(c10::DeviceIndex index) const;
+  void* CurrentNativeStream(c10::DeviceIndex index) const;
   // Which path current_native_stream takes (probes the guard once).
-  NativeStreamSource native_stream_source(c10::DeviceIndex index) const;
+  NativeStreamSource NativeStreamSourceOf(c10::DeviceIndex index) const;
 
   // The c10 stream of device `index` whose native handle is `native`: from
   // the plugin's external-stream hook, else the current or the default stream
   // when one of them is `native`. Throws Error(kValue) when the hook says
   // `native` is not a stream of the device, Error(kBuffer) naming the fix
   // when there is no hook and `native` is neither of those two streams.
-  c10::Stream stream_from_native(c10::DeviceIndex index, void* native) const;
+  c10::Stream StreamFromNative(c10::DeviceIndex index, void* native) const;
   // Makes `consumer` wait for the work queued so far on the current stream of
   // its device: an event recorded there and blocked on by `consumer`, no host
   // synchronisation. Nothing to do when `consumer` is the current stream.
-  void wait_for_current_stream(const c10::Stream& consumer) const;
+  void WaitForCurrentStream(const c10::Stream& consumer) const;
 
-  void synchronize(const c10::Stream& stream) const;
+  void Synchronize(const c10::Stream& stream) const;
 
   // Scratch memory from the type's registered allocator, allocated with
   // `stream` current (a stream-aware caching allocator ties the block to it,
   // so freeing the DataPtr right after enqueueing work on `stream` is safe).
-  c10::DataPtr allocate_scratch(size_t nbytes, const c10::Stream& stream) const;
+  c10::DataPtr AllocateScratch(size_t nbytes, const c10::Stream& stream) const;
   // Declares that `data` is also used by work on `stream` (a stream other than
   // the one it was allocated on): forwards to the guard's
   // recordDataPtrOnStream, which keeps the block alive until that work is done.
-  void record_use(const c10::DataPtr& data, const c10::Stream& stream) const;
+  void RecordUse(const c10::DataPtr& data, const c10::Stream& stream) const;
 
   explicit DeviceRuntime(c10::DeviceType type) noexcept : type_(type) {}
   DeviceRuntime(const DeviceRuntime&) = delete;
@@ -151,14 +151,14 @@ class DeviceRuntime {
 
  private:
   struct GuardState;  // what was learnt about one registered guard impl
-  const c10::impl::DeviceGuardImplInterface* guard() const;
-  const GuardState& state_for(const c10::impl::DeviceGuardImplInterface* impl) const;
-  void check_index(const GuardState& state, c10::DeviceIndex index) const;
-  void* guard_native_handle(const GuardState& state, const c10::Stream& stream) const;
+  const c10::impl::DeviceGuardImplInterface* Guard() const;
+  const GuardState& StateFor(const c10::impl::DeviceGuardImplInterface* impl) const;
+  void CheckIndex(const GuardState& state, c10::DeviceIndex index) const;
+  void* GuardNativeHandle(const GuardState& state, const c10::Stream& stream) const;
   // current_native_stream when the fast path's cached facts do not hold.
-  void* current_native_stream_slow(c10::DeviceIndex index) const;
-  [[noreturn]] void throw_query_failed(c10::DeviceIndex index) const;
-  [[noreturn]] void throw_no_native_handle() const;
+  void* CurrentNativeStreamSlow(c10::DeviceIndex index) const;
+  [[noreturn]] void ThrowQueryFailed(c10::DeviceIndex index) const;
+  [[noreturn]] void ThrowNoNativeHandle() const;
 
   c10::DeviceType type_;
   // Re-created when the registered guard pointer changes (last writer wins in

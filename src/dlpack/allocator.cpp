@@ -37,7 +37,7 @@ at::Tensor AllocateLike(const DLTensor& prototype) {
     device = c10::Device(type, DeviceIndexFromDL(prototype.device.device_id));
     if (type == c10::DeviceType::PrivateUse1) {
       const DeviceRuntime& runtime = DeviceRuntime::For(type);
-      if (!runtime.available()) (void)runtime.current_device();  // throws "import the plugin"
+      if (!runtime.Available()) (void)runtime.CurrentDevice();  // throws "import the plugin"
     }
   }
   const c10::ScalarType dtype = at::toScalarType(prototype.dtype);

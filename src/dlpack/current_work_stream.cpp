@@ -25,7 +25,7 @@ const DeviceRuntime& g_plugin_runtime = DeviceRuntime::For(c10::DeviceType::Priv
 
 void* PluginCurrentStream(int32_t device_id) {
   if (C10_UNLIKELY(device_id < 0 || device_id > 127)) (void)DeviceIndexFromDL(device_id);  // throws
-  return g_plugin_runtime.current_native_stream(static_cast<c10::DeviceIndex>(device_id));
+  return g_plugin_runtime.CurrentNativeStream(static_cast<c10::DeviceIndex>(device_id));
 }
 
 // For device types devbridge does not own and no delegate table is set.
@@ -37,8 +37,8 @@ void* RuntimeCurrentStream(int32_t device_type, int32_t device_id) {
     return nullptr;  // DLPack: a producer may report NULL for types it does not know.
   }
   const DeviceRuntime& runtime = DeviceRuntime::For(type);
-  if (!runtime.available()) return nullptr;
-  return runtime.current_native_stream(DeviceIndexFromDL(device_id));
+  if (!runtime.Available()) return nullptr;
+  return runtime.CurrentNativeStream(DeviceIndexFromDL(device_id));
 }
 
 }  // namespace

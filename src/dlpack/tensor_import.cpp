@@ -32,15 +32,15 @@ c10::Device TorchDeviceOf(const DLTensor& dl) {
   // CPU-only torch, kDLExtDev without the plugin) would fail later, far from
   // the cause: refuse it here, naming what to load.
   const DeviceRuntime& runtime = DeviceRuntime::For(type);
-  if (!runtime.available()) (void)runtime.current_device();  // throws the fix
+  if (!runtime.Available()) (void)runtime.CurrentDevice();  // throws the fix
   if (type != c10::DeviceType::PrivateUse1) {
     // Built-in devices exactly as PyTorch maps them (XPU needs the pointer).
     return at::dlDeviceToTorchDevice(dl.device.device_type, index, dl.data);
   }
-  const int count = runtime.device_count();
+  const int count = runtime.DeviceCount();
   if (index >= count) {
-    throw Error(ErrorKind::kValue, "devbridge: DLPack tensor is on " + runtime.name() + ":" +
-                                       std::to_string(index) + ", but " + runtime.name() +
+    throw Error(ErrorKind::kValue, "devbridge: DLPack tensor is on " + runtime.Name() + ":" +
+                                       std::to_string(index) + ", but " + runtime.Name() +
                                        " has " + std::to_string(count) + " device(s)");
   }
   return c10::Device(type, index);

@@ -63,7 +63,7 @@ PyObject* PluginEmptyStrided(PyObject*, PyObject* const* args, Py_ssize_t nargs)
   }
   const c10::ScalarType dtype = reinterpret_cast<THPDtype*>(args[2])->scalar_type;
   try {
-    const c10::DeviceIndex index = DeviceRuntime::For(c10::DeviceType::PrivateUse1).current_device();
+    const c10::DeviceIndex index = DeviceRuntime::For(c10::DeviceType::PrivateUse1).CurrentDevice();
     at::Tensor tensor = at::empty_strided(size, stride,
                                           at::TensorOptions().dtype(dtype).device(c10::DeviceType::PrivateUse1, index));
     return THPVariable_Wrap(std::move(tensor));

@@ -27,10 +27,10 @@ constexpr int32_t kSlot = static_cast<int32_t>(kDLExtDev);
 std::string PluginDevice(const std::string& device_type) {
   if (ParseDeviceType(device_type) != c10::DeviceType::PrivateUse1) {
     throw Error(ErrorKind::kValue, "devbridge: graph capture through devbridge serves the PrivateUse1 plugin ('" +
-                                       DeviceRuntime::For(c10::DeviceType::PrivateUse1).name() + "'), not '" +
+                                       DeviceRuntime::For(c10::DeviceType::PrivateUse1).Name() + "'), not '" +
                                        device_type + "'; for cuda use torch.cuda.CUDAGraph");
   }
-  return DeviceRuntime::For(c10::DeviceType::PrivateUse1).name();
+  return DeviceRuntime::For(c10::DeviceType::PrivateUse1).Name();
 }
 
 const DevbridgeGraphAPI& Table(const std::string& device_type) {

@@ -37,15 +37,15 @@ py::tuple AsTuple(const DLDevice& device) {
 py::tuple OrderConsumerStream(const std::string& device_type, int index, const py::object& stream) {
   const DeviceRuntime& runtime = DeviceRuntime::For(ParseDeviceType(device_type));
   const auto device_index = static_cast<c10::DeviceIndex>(index);
-  c10::Stream consumer = runtime.current_stream(device_index);
+  c10::Stream consumer = runtime.CurrentStream(device_index);
   if (stream.is_none()) {
-    consumer = runtime.default_stream(device_index);
+    consumer = runtime.DefaultStream(device_index);
   } else {
     void* native = PyLong_AsVoidPtr(stream.ptr());
     if (native == nullptr && PyErr_Occurred()) throw py::error_already_set();
-    consumer = runtime.stream_from_native(device_index, native);
+    consumer = runtime.StreamFromNative(device_index, native);
   }
-  runtime.wait_for_current_stream(consumer);
+  runtime.WaitForCurrentStream(consumer);
   return py::make_tuple(consumer.id(), static_cast<int>(consumer.device_index()),
                         static_cast<int>(consumer.device_type()));
 }

@@ -111,7 +111,7 @@ void BindRuntime(py::module_& m) {
       "native_stream_source",
       [](const std::string& device_type, int index) {
         return std::string(ToString(
-            Runtime(device_type).native_stream_source(static_cast<c10::DeviceIndex>(index))));
+            Runtime(device_type).NativeStreamSourceOf(static_cast<c10::DeviceIndex>(index))));
       },
       py::arg("device_type"), py::arg("index"),
       "Where current_stream's answer comes from: guard, resolver, current-stream-query, missing, "
@@ -122,18 +122,18 @@ void BindRuntime(py::module_& m) {
         const DeviceRuntime& runtime = Runtime(device_type);
         const c10::Device device(runtime.type(), static_cast<c10::DeviceIndex>(index));
         return reinterpret_cast<uintptr_t>(
-            runtime.native_handle(c10::Stream(c10::Stream::UNSAFE, device, stream_id)));
+            runtime.NativeHandle(c10::Stream(c10::Stream::UNSAFE, device, stream_id)));
       },
       py::arg("device_type"), py::arg("index"), py::arg("stream_id"),
       "Native handle of the stream (device_type:index, stream_id): resolver, else guard.");
   m.def(
-      "device_count", [](const std::string& device_type) { return Runtime(device_type).device_count(); },
+      "device_count", [](const std::string& device_type) { return Runtime(device_type).DeviceCount(); },
       py::arg("device_type"));
   m.def(
       "current_device",
       [](const std::string& device_type) {
         const DeviceRuntime& runtime = Runtime(device_type);
-        return runtime.type() == c10::DeviceType::CPU ? 0 : int(runtime.current_device());
+        return runtime.type() == c10::DeviceType::CPU ? 0 : int(runtime.CurrentDevice());
       },
       py::arg("device_type"));
   m.def(
@@ -141,7 +141,7 @@ void BindRuntime(py::module_& m) {
       [](const std::string& device_type, int index) {
         const DeviceRuntime& runtime = Runtime(device_type);
         if (runtime.type() == c10::DeviceType::CPU) return;
-        runtime.set_current_device(static_cast<c10::DeviceIndex>(index));
+        runtime.SetCurrentDevice(static_cast<c10::DeviceIndex>(index));
       },
       py::arg("device_type"), py::arg("index"),
       "Make device_type:index the calling thread's current device of its type.");

@@ -713,7 +713,7 @@ PyObject* PluginCurrentDeviceKey(PyObject*, PyObject* const* args, Py_ssize_t na
     return nullptr;
   }
   try {
-    const long index = DeviceRuntime::For(c10::DeviceType::PrivateUse1).current_device();
+    const long index = DeviceRuntime::For(c10::DeviceType::PrivateUse1).CurrentDevice();
     if (index < 0 || index >= PyList_GET_SIZE(args[0])) return PyLong_FromLong(index);
     PyObject* key = PyList_GET_ITEM(args[0], index);
     Py_INCREF(key);
@@ -750,7 +750,7 @@ PyObject* CurrentStream(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     const DeviceRuntime& runtime = DeviceRuntime::For(type);
     c10::DeviceIndex index;
     if (nargs == 0 || args[0] == Py_None) {
-      index = runtime.current_device();
+      index = runtime.CurrentDevice();
     } else {
       const long value = PyLong_AsLong(args[0]);
       if (value == -1 && PyErr_Occurred()) return nullptr;
@@ -762,7 +762,7 @@ PyObject* CurrentStream(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     }
     // The GIL stays held: the query is non-blocking and releasing it would
     // cost more than the query (a Python resolver re-enters it, which is allowed).
-    return PyLong_FromVoidPtr(runtime.current_native_stream(index));
+    return PyLong_FromVoidPtr(runtime.CurrentNativeStream(index));
   } catch (...) {
     RaiseCurrentExceptionInPython();
     return nullptr;

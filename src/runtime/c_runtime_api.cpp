@@ -48,8 +48,8 @@ int DeviceCount(int32_t device_type, int32_t* out_count) {
     const DeviceRuntime& runtime = RuntimeFor(device_type);
     // An absent backend is an error here (not 0 devices), so the caller learns
     // why: current_device() then throws the message that names the plugin fix.
-    if (!runtime.available()) (void)runtime.current_device();
-    *out_count = runtime.device_count();
+    if (!runtime.Available()) (void)runtime.CurrentDevice();
+    *out_count = runtime.DeviceCount();
   });
 }
 
@@ -58,18 +58,18 @@ int GetCurrentDevice(int32_t device_type, int32_t* out_device_id) {
     CheckOut(out_device_id, "out_device_id");
     const DeviceRuntime& runtime = RuntimeFor(device_type);
     // DLPack numbers the (only) CPU device 0; c10 says -1.
-    *out_device_id = runtime.type() == c10::DeviceType::CPU ? 0 : runtime.current_device();
+    *out_device_id = runtime.type() == c10::DeviceType::CPU ? 0 : runtime.CurrentDevice();
   });
 }
 
 int SetCurrentDevice(int32_t device_type, int32_t device_id) {
-  return RunGuarded([&] { RuntimeFor(device_type).set_current_device(DeviceIndexFromDL(device_id)); });
+  return RunGuarded([&] { RuntimeFor(device_type).SetCurrentDevice(DeviceIndexFromDL(device_id)); });
 }
 
 int CurrentStream(int32_t device_type, int32_t device_id, void** out_stream) {
   return RunGuarded([&] {
     CheckOut(out_stream, "out_stream");
-    *out_stream = RuntimeFor(device_type).current_native_stream(DeviceIndexFromDL(device_id));
+    *out_stream = RuntimeFor(device_type).CurrentNativeStream(DeviceIndexFromDL(device_id));
   });
 }
 
@@ -87,7 +87,7 @@ int SynchronizeCurrentStream(int32_t device_type, int32_t device_id) {
     const DeviceRuntime& runtime = RuntimeFor(device_type);
     const c10::DeviceIndex index = DeviceIndexFromDL(device_id);
     if (runtime.type() == c10::DeviceType::CPU) return;
-    runtime.synchronize(runtime.current_stream(index));
+    runtime.Synchronize(runtime.CurrentStream(index));
   });
 }
 
@@ -98,7 +98,7 @@ int ScratchAlloc(int32_t device_type, int32_t device_id, size_t nbytes, void** o
     CheckOut(out_token, "out_token");
     const DeviceRuntime& runtime = RuntimeFor(device_type);
     c10::DataPtr data =
-        runtime.allocate_scratch(nbytes, runtime.current_stream(DeviceIndexFromDL(device_id)));
+        runtime.AllocateScratch(nbytes, runtime.CurrentStream(DeviceIndexFromDL(device_id)));
     // The DataPtr itself is the token: freeing it returns the block to the
     // allocator with the allocator's own stream semantics.
     auto token = std::make_unique<c10::DataPtr>(std::move(data));
@@ -123,7 +123,7 @@ int WaitCurrentStream(int32_t device_type, int32_t device_id, void* stream) {
       }
       return;
     }
-    runtime.wait_for_current_stream(runtime.stream_from_native(index, stream));
+    runtime.WaitForCurrentStream(runtime.StreamFromNative(index, stream));
   });
 }
 
@@ -145,7 +145,7 @@ int StreamCaptureStatus(int32_t device_type, int32_t device_id, void* stream, in
 int CheckSubmitHook(int32_t device_type, int32_t device_id, void* stream) {
   return RunGuarded([&] {
     graphs::CheckSubmitHookMayLaunch(GraphSlot(device_type), device_id, stream,
-                                     RuntimeFor(device_type).name() + ":" + std::to_string(device_id));
+                                     RuntimeFor(device_type).Name() + ":" + std::to_string(device_id));
   });
 }
 

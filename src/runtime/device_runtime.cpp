@@ -81,21 +81,21 @@ const char* ToString(NativeStreamSource source) noexcept {
   return "?";
 }
 
-std::string DeviceRuntime::name() const {
+std::string DeviceRuntime::Name() const {
   if (type_ == c10::DeviceType::PrivateUse1) return c10::get_privateuse1_backend();
   return c10::DeviceTypeName(type_, /*lower_case=*/true);
 }
 
-bool DeviceRuntime::available() const noexcept {
+bool DeviceRuntime::Available() const noexcept {
   return c10::impl::hasDeviceGuardImpl(type_);
 }
 
-int DeviceRuntime::device_count() const noexcept {
-  if (!available()) return 0;
+int DeviceRuntime::DeviceCount() const noexcept {
+  if (!Available()) return 0;
   return c10::impl::getDeviceGuardImpl(type_)->deviceCount();
 }
 
-const c10::impl::DeviceGuardImplInterface* DeviceRuntime::guard() const {
+const c10::impl::DeviceGuardImplInterface* DeviceRuntime::Guard() const {
   if (C10_LIKELY(c10::impl::hasDeviceGuardImpl(type_))) {
     return c10::impl::getDeviceGuardImpl(type_);
   }
@@ -106,11 +106,11 @@ const c10::impl::DeviceGuardImplInterface* DeviceRuntime::guard() const {
                 "torch.backends entry point are imported by `import torch` unless "
                 "TORCH_DEVICE_BACKEND_AUTOLOAD=0");
   }
-  throw Error(ErrorKind::kRuntime, "devbridge: this PyTorch has no support for " + name() +
+  throw Error(ErrorKind::kRuntime, "devbridge: this PyTorch has no support for " + Name() +
                                        " devices (no device guard is registered for them)");
 }
 
-const DeviceRuntime::GuardState& DeviceRuntime::state_for(
+const DeviceRuntime::GuardState& DeviceRuntime::StateFor(
     const c10::impl::DeviceGuardImplInterface* impl) const {
   GuardState* state = state_.load(std::memory_order_acquire);
   if (C10_LIKELY(state != nullptr && state->impl == impl)) return *state;
@@ -130,29 +130,29 @@ const DeviceRuntime::GuardState& DeviceRuntime::state_for(
   return *fresh;
 }
 
-void DeviceRuntime::check_index(const GuardState& state, c10::DeviceIndex index) const {
+void DeviceRuntime::CheckIndex(const GuardState& state, c10::DeviceIndex index) const {
   if (C10_LIKELY(index >= 0 && index < state.device_count.load(std::memory_order_relaxed))) return;
   const int count = state.impl->deviceCount();
   state.device_count.store(count, std::memory_order_relaxed);
   if (index >= 0 && index < count) return;
   throw Error(ErrorKind::kValue, "devbridge: device index " + std::to_string(index) +
-                                     " is out of range for " + name() + ", which has " +
+                                     " is out of range for " + Name() + ", which has " +
                                      std::to_string(count) + " device(s)");
 }
 
-c10::DeviceIndex DeviceRuntime::current_device() const {
-  return guard()->getDevice().index();
+c10::DeviceIndex DeviceRuntime::CurrentDevice() const {
+  return Guard()->getDevice().index();
 }
 
-void DeviceRuntime::set_current_device(c10::DeviceIndex index) const {
-  const auto* impl = guard();
-  check_index(state_for(impl), index);
+void DeviceRuntime::SetCurrentDevice(c10::DeviceIndex index) const {
+  const auto* impl = Guard();
+  CheckIndex(StateFor(impl), index);
   impl->setDevice(c10::Device(type_, index));
 }
 
-c10::Stream DeviceRuntime::current_stream(c10::DeviceIndex index) const {
-  const auto* impl = guard();
-  check_index(state_for(impl), index);
+c10::Stream DeviceRuntime::CurrentStream(c10::DeviceIndex index) const {
+  const auto* impl = Guard();
+  CheckIndex(StateFor(impl), index);
   return impl->getStream(c10::Device(type_, index));
 }
 
@@ -169,7 +169,7 @@ void* CallResolver(const StreamResolver& resolver, const DeviceRuntime& runtime,
                      ? resolver.c_function(device_index, stream_id, &handle)
                      : resolver.callback(resolver.context, device_index, stream_id, &handle);
   if (C10_LIKELY(rc == 0)) return handle;
-  std::string message = "devbridge: the stream resolver registered for " + runtime.name() + " (" +
+  std::string message = "devbridge: the stream resolver registered for " + runtime.Name() + " (" +
                         resolver.description + ") failed for device " +
                         std::to_string(device_index) + ", stream id " + std::to_string(stream_id);
   if (resolver.callback != nullptr) message += std::string(": ") + GetLastError();
@@ -178,7 +178,7 @@ void* CallResolver(const StreamResolver& resolver, const DeviceRuntime& runtime,
 
 }  // namespace
 
-void* DeviceRuntime::guard_native_handle(const GuardState& state, const c10::Stream& stream) const {
+void* DeviceRuntime::GuardNativeHandle(const GuardState& state, const c10::Stream& stream) const {
   const int support = state.native_handle_support.load(std::memory_order_relaxed);
   if (C10_LIKELY(support == GuardState::kHasNativeHandle)) {
     return state.impl->getStreamNativeHandle(stream);
@@ -196,11 +196,11 @@ void* DeviceRuntime::guard_native_handle(const GuardState& state, const c10::Str
     }
   }
   if (NullStreamAllowed()) return nullptr;
-  throw_no_native_handle();
+  ThrowNoNativeHandle();
 }
 
-void DeviceRuntime::throw_no_native_handle() const {
-  const std::string device = name();
+void DeviceRuntime::ThrowNoNativeHandle() const {
+  const std::string device = Name();
   const bool plugin = type_ == c10::DeviceType::PrivateUse1;
   throw Error(
       ErrorKind::kRuntime,
@@ -216,7 +216,7 @@ void DeviceRuntime::throw_no_native_handle() const {
           "call devbridge.install(allow_null_stream=True) or set DEVBRIDGE_ALLOW_NULL_STREAM=1.");
 }
 
-void* DeviceRuntime::current_native_stream(c10::DeviceIndex index) const {
+void* DeviceRuntime::CurrentNativeStream(c10::DeviceIndex index) const {
   // Fast path: every fact needed was learnt before and still holds (no
   // resolver, the index is in range, and either the plugin registered a
   // current-stream query or the same registered guard has a native handle).
@@ -228,7 +228,7 @@ void* DeviceRuntime::current_native_stream(c10::DeviceIndex index) const {
       if (const DevbridgeCurrentStreamFn query = detail::LoadCurrentStreamQuery(type_)) {
         void* stream = nullptr;
         if (C10_LIKELY(query(index, &stream) == 0)) return stream;
-        throw_query_failed(index);
+        ThrowQueryFailed(index);
       }
       const c10::impl::DeviceGuardImplInterface* impl =
           c10::impl::device_guard_impl_registry[static_cast<size_t>(type_)].load(
@@ -240,59 +240,59 @@ void* DeviceRuntime::current_native_stream(c10::DeviceIndex index) const {
       }
     }
   }
-  return current_native_stream_slow(index);
+  return CurrentNativeStreamSlow(index);
 }
 
-void* DeviceRuntime::current_native_stream_slow(c10::DeviceIndex index) const {
+void* DeviceRuntime::CurrentNativeStreamSlow(c10::DeviceIndex index) const {
   const StreamResolver* resolver = FindStreamResolver(type_);
   const DevbridgeCurrentStreamFn query = resolver == nullptr ? GetCurrentStreamQuery(type_) : nullptr;
   if (type_ == c10::DeviceType::CPU && resolver == nullptr && query == nullptr) return nullptr;
-  const auto* impl = guard();
-  const GuardState& state = state_for(impl);
-  check_index(state, index);
+  const auto* impl = Guard();
+  const GuardState& state = StateFor(impl);
+  CheckIndex(state, index);
   if (query != nullptr) {
     void* stream = nullptr;
     if (query(index, &stream) == 0) return stream;
-    throw_query_failed(index);
+    ThrowQueryFailed(index);
   }
   const c10::Stream stream = impl->getStream(c10::Device(type_, index));
   if (resolver != nullptr) return CallResolver(*resolver, *this, index, stream.id());
-  return guard_native_handle(state, stream);
+  return GuardNativeHandle(state, stream);
 }
 
-void DeviceRuntime::throw_query_failed(c10::DeviceIndex index) const {
+void DeviceRuntime::ThrowQueryFailed(c10::DeviceIndex index) const {
   throw Error(ErrorKind::kRuntime,
-              "devbridge: the current-stream query registered for " + name() +
+              "devbridge: the current-stream query registered for " + Name() +
                   " (devbridge.register_current_stream_query) failed for device " +
                   std::to_string(index) +
                   "; the plugin's DevbridgeCurrentStreamFn returned -1. Fix the plugin's query, "
-                  "or unregister it (devbridge.register_current_stream_query(None, '" + name() +
+                  "or unregister it (devbridge.register_current_stream_query(None, '" + Name() +
                   "')) to use the device guard's getStream + getStreamNativeHandle");
 }
 
-void* DeviceRuntime::native_handle(const c10::Stream& stream) const {
+void* DeviceRuntime::NativeHandle(const c10::Stream& stream) const {
   if (stream.device_type() != type_) {
     throw Error(ErrorKind::kValue, "devbridge: a " + c10::DeviceTypeName(stream.device_type()) +
-                                       " stream was given to the " + name() + " runtime");
+                                       " stream was given to the " + Name() + " runtime");
   }
   const StreamResolver* resolver = FindStreamResolver(type_);
   if (resolver != nullptr) {
     return CallResolver(*resolver, *this, stream.device_index(), stream.id());
   }
   if (type_ == c10::DeviceType::CPU) return nullptr;
-  return guard_native_handle(state_for(guard()), stream);
+  return GuardNativeHandle(StateFor(Guard()), stream);
 }
 
-NativeStreamSource DeviceRuntime::native_stream_source(c10::DeviceIndex index) const {
+NativeStreamSource DeviceRuntime::NativeStreamSourceOf(c10::DeviceIndex index) const {
   if (FindStreamResolver(type_) != nullptr) return NativeStreamSource::kResolver;
   if (GetCurrentStreamQuery(type_) != nullptr) return NativeStreamSource::kQuery;
   if (type_ == c10::DeviceType::CPU) return NativeStreamSource::kNoStreams;
-  if (!available()) return NativeStreamSource::kNoBackend;
-  const auto* impl = guard();
-  const GuardState& state = state_for(impl);
-  check_index(state, index);
+  if (!Available()) return NativeStreamSource::kNoBackend;
+  const auto* impl = Guard();
+  const GuardState& state = StateFor(impl);
+  CheckIndex(state, index);
   try {
-    guard_native_handle(state, impl->getStream(c10::Device(type_, index)));
+    GuardNativeHandle(state, impl->getStream(c10::Device(type_, index)));
   } catch (const Error&) {
     // throw_no_native_handle: classified below from the learnt state.
   }
@@ -301,17 +301,17 @@ NativeStreamSource DeviceRuntime::native_stream_source(c10::DeviceIndex index) c
              : NativeStreamSource::kMissing;
 }
 
-void DeviceRuntime::synchronize(const c10::Stream& stream) const {
-  guard()->synchronizeStream(stream);
+void DeviceRuntime::Synchronize(const c10::Stream& stream) const {
+  Guard()->synchronizeStream(stream);
 }
 
-c10::DataPtr DeviceRuntime::allocate_scratch(size_t nbytes, const c10::Stream& stream) const {
+c10::DataPtr DeviceRuntime::AllocateScratch(size_t nbytes, const c10::Stream& stream) const {
   if (stream.device_type() != type_) {
-    throw Error(ErrorKind::kValue, "devbridge: scratch for " + name() + " requested on a " +
+    throw Error(ErrorKind::kValue, "devbridge: scratch for " + Name() + " requested on a " +
                                        c10::DeviceTypeName(stream.device_type()) + " stream");
   }
   // CPU streams carry device index -1 (there is one CPU device).
-  if (type_ != c10::DeviceType::CPU) check_index(state_for(guard()), stream.device_index());
+  if (type_ != c10::DeviceType::CPU) CheckIndex(StateFor(Guard()), stream.device_index());
   c10::Allocator* allocator = c10::GetAllocator(type_);
   // Make `stream` current while allocating: stream-aware caching allocators
   // (CUDA's, most plugins') tie the block to the current stream, so it is not
@@ -320,8 +320,8 @@ c10::DataPtr DeviceRuntime::allocate_scratch(size_t nbytes, const c10::Stream& s
   return allocator->allocate(nbytes);
 }
 
-void DeviceRuntime::record_use(const c10::DataPtr& data, const c10::Stream& stream) const {
-  guard()->recordDataPtrOnStream(data, stream);
+void DeviceRuntime::RecordUse(const c10::DataPtr& data, const c10::Stream& stream) const {
+  Guard()->recordDataPtrOnStream(data, stream);
 }
 
 }  // namespace devbridge

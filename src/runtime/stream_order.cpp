@@ -25,28 +25,28 @@ std::string Hex(const void* pointer) {
 
 }  // namespace
 
-c10::Stream DeviceRuntime::default_stream(c10::DeviceIndex index) const {
-  const auto* impl = guard();
-  check_index(state_for(impl), index);
+c10::Stream DeviceRuntime::DefaultStream(c10::DeviceIndex index) const {
+  const auto* impl = Guard();
+  CheckIndex(StateFor(impl), index);
   try {
     return impl->getDefaultStream(c10::Device(type_, index));
   } catch (const c10::Error& error) {
     throw Error(ErrorKind::kNotImplemented,
-                "devbridge: " + name() + "'s device guard has no default stream (" +
+                "devbridge: " + Name() + "'s device guard has no default stream (" +
                     error.what_without_backtrace() +
                     "); override getDefaultStream in the plugin's DeviceGuardImplInterface, or "
                     "pass a native stream (or -1) instead of None");
   }
 }
 
-c10::Stream DeviceRuntime::stream_from_native(c10::DeviceIndex index, void* native) const {
+c10::Stream DeviceRuntime::StreamFromNative(c10::DeviceIndex index, void* native) const {
   if (type_ == c10::DeviceType::CPU) {
     throw Error(ErrorKind::kValue, "devbridge: the CPU has no streams; a CPU consumer passes no stream");
   }
-  const auto* impl = guard();
-  check_index(state_for(impl), index);
+  const auto* impl = Guard();
+  CheckIndex(StateFor(impl), index);
   const c10::Device device(type_, index);
-  const std::string where = name() + ":" + std::to_string(index);
+  const std::string where = Name() + ":" + std::to_string(index);
   if (const DevbridgeExternalStreamFn hook = GetExternalStreamHook(type_)) {
     int64_t id = 0;
     if (hook(index, native, &id) != 0) {
@@ -57,27 +57,27 @@ c10::Stream DeviceRuntime::stream_from_native(c10::DeviceIndex index, void* nati
     return c10::Stream(c10::Stream::UNSAFE, device, id);
   }
   const c10::Stream current = impl->getStream(device);
-  if (native_handle(current) == native) return current;
+  if (NativeHandle(current) == native) return current;
   try {
     const c10::Stream fallback = impl->getDefaultStream(device);
-    if (native_handle(fallback) == native) return fallback;
+    if (NativeHandle(fallback) == native) return fallback;
   } catch (const c10::Error&) {
     // The guard has no getDefaultStream: only the current stream is known.
   }
   throw Error(
       ErrorKind::kBuffer,
       "devbridge: stream " + Hex(native) + " is neither the current nor the default stream of " +
-          where + ", and the plugin '" + name() +
+          where + ", and the plugin '" + Name() +
           "' registers no external-stream hook, so devbridge cannot tell which of its streams it "
           "is and cannot order it after the producer's work. Fix one of: (1) in the plugin, "
           "register a DevbridgeExternalStreamFn (devbridge.register_external_stream_hook(capsule, "
-          "'" + name() + "'), docs/plugin-authors.md); (2) make that stream current "
+          "'" + Name() + "'), docs/plugin-authors.md); (2) make that stream current "
           "(with torch.Stream(...)) before exporting; (3) pass stream=-1 and order the work "
           "yourself");
 }
 
-void DeviceRuntime::wait_for_current_stream(const c10::Stream& consumer) const {
-  const c10::Stream current = guard()->getStream(consumer.device());
+void DeviceRuntime::WaitForCurrentStream(const c10::Stream& consumer) const {
+  const c10::Stream current = Guard()->getStream(consumer.device());
   // Both are streams of consumer.device() by construction: the ids decide
   // (some guards, c10's NoOp one among them, label their streams index -1).
   if (current.id() == consumer.id()) return;

@@ -10,11 +10,11 @@ namespace {
 TEST(DeviceRuntime, CpuHasOneDeviceAndNoStreams) {
   const DeviceRuntime& cpu = DeviceRuntime::For(c10::DeviceType::CPU);
   EXPECT_EQ(cpu.type(), c10::DeviceType::CPU);
-  EXPECT_TRUE(cpu.available());
-  EXPECT_EQ(cpu.device_count(), 1);
-  EXPECT_EQ(cpu.current_native_stream(0), nullptr);
-  EXPECT_EQ(cpu.native_stream_source(0), NativeStreamSource::kNoStreams);
-  EXPECT_EQ(cpu.name(), "cpu");
+  EXPECT_TRUE(cpu.Available());
+  EXPECT_EQ(cpu.DeviceCount(), 1);
+  EXPECT_EQ(cpu.CurrentNativeStream(0), nullptr);
+  EXPECT_EQ(cpu.NativeStreamSourceOf(0), NativeStreamSource::kNoStreams);
+  EXPECT_EQ(cpu.Name(), "cpu");
 }
 
 TEST(DeviceRuntime, OneViewPerType) {
@@ -25,11 +25,11 @@ TEST(DeviceRuntime, OneViewPerType) {
 
 TEST(DeviceRuntime, PluginNotLoadedIsReportedWithTheFix) {
   const DeviceRuntime& plugin = DeviceRuntime::For(c10::DeviceType::PrivateUse1);
-  EXPECT_FALSE(plugin.available());
-  EXPECT_EQ(plugin.device_count(), 0);
-  EXPECT_EQ(plugin.native_stream_source(0), NativeStreamSource::kNoBackend);
+  EXPECT_FALSE(plugin.Available());
+  EXPECT_EQ(plugin.DeviceCount(), 0);
+  EXPECT_EQ(plugin.NativeStreamSourceOf(0), NativeStreamSource::kNoBackend);
   try {
-    plugin.current_native_stream(0);
+    plugin.CurrentNativeStream(0);
     FAIL() << "expected an error";
   } catch (const Error& error) {
     EXPECT_EQ(error.kind(), ErrorKind::kRuntime);
@@ -42,9 +42,9 @@ TEST(DeviceRuntime, PluginNotLoadedIsReportedWithTheFix) {
 
 TEST(DeviceRuntime, CudaAbsentFromCpuBuildNamesTheDevice) {
   const DeviceRuntime& cuda = DeviceRuntime::For(c10::DeviceType::CUDA);
-  if (cuda.available()) GTEST_SKIP() << "this libtorch has CUDA";
+  if (cuda.Available()) GTEST_SKIP() << "this libtorch has CUDA";
   try {
-    cuda.current_stream(0);
+    cuda.CurrentStream(0);
     FAIL() << "expected an error";
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find("no support for cuda devices"), std::string::npos)
@@ -55,7 +55,7 @@ TEST(DeviceRuntime, CudaAbsentFromCpuBuildNamesTheDevice) {
 TEST(DeviceRuntime, DeviceIndexIsBoundsChecked) {
   const DeviceRuntime& cpu = DeviceRuntime::For(c10::DeviceType::CPU);
   try {
-    cpu.set_current_device(3);
+    cpu.SetCurrentDevice(3);
     FAIL() << "expected an error";
   } catch (const Error& error) {
     EXPECT_EQ(error.kind(), ErrorKind::kValue);
@@ -67,20 +67,20 @@ TEST(DeviceRuntime, DeviceIndexIsBoundsChecked) {
 
 TEST(DeviceRuntime, ScratchComesFromTheDeviceAllocatorAndIsUsable) {
   const DeviceRuntime& cpu = DeviceRuntime::For(c10::DeviceType::CPU);
-  const c10::Stream stream = cpu.current_stream(0);
-  c10::DataPtr scratch = cpu.allocate_scratch(4096, stream);
+  const c10::Stream stream = cpu.CurrentStream(0);
+  c10::DataPtr scratch = cpu.AllocateScratch(4096, stream);
   ASSERT_NE(scratch.get(), nullptr);
   EXPECT_EQ(scratch.device().type(), c10::DeviceType::CPU);
   std::memset(scratch.get(), 0x5a, 4096);
   EXPECT_EQ(static_cast<unsigned char*>(scratch.get())[4095], 0x5a);
-  cpu.record_use(scratch, stream);  // CPU: a no-op that must be accepted
+  cpu.RecordUse(scratch, stream);  // CPU: a no-op that must be accepted
 }
 
 TEST(DeviceRuntime, ScratchOnAStreamOfAnotherTypeIsRejected) {
   const DeviceRuntime& plugin = DeviceRuntime::For(c10::DeviceType::PrivateUse1);
-  const c10::Stream cpu_stream = DeviceRuntime::For(c10::DeviceType::CPU).current_stream(0);
-  EXPECT_THROW(plugin.allocate_scratch(16, cpu_stream), Error);
-  EXPECT_THROW(plugin.native_handle(cpu_stream), Error);
+  const c10::Stream cpu_stream = DeviceRuntime::For(c10::DeviceType::CPU).CurrentStream(0);
+  EXPECT_THROW(plugin.AllocateScratch(16, cpu_stream), Error);
+  EXPECT_THROW(plugin.NativeHandle(cpu_stream), Error);
 }
 
 TEST(DeviceRuntime, NativeStreamSourceNames) {

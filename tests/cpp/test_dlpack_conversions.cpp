@@ -213,7 +213,7 @@ TEST(Import, InvalidTensorsAreRejectedWithoutTouchingTheDeleter) {
 }
 
 TEST(Import, DeviceWithoutABackendInThisProcessIsRefused) {
-  if (DeviceRuntime::For(c10::DeviceType::CUDA).available()) GTEST_SKIP() << "CUDA present";
+  if (DeviceRuntime::For(c10::DeviceType::CUDA).Available()) GTEST_SKIP() << "CUDA present";
   CountedManaged source;
   source.managed.dl_tensor.device = DLDevice{kDLCUDA, 0};
   try {

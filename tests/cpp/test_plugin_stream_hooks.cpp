@@ -69,12 +69,12 @@ class PluginStreamHooks : public ::testing::Test {
 TEST_F(PluginStreamHooks, TheQueryAnswersForEveryTableWithoutTheGuard) {
   SetCurrentStreamQuery(c10::DeviceType::PrivateUse1, &AnsweringQuery);
   EXPECT_EQ(GetCurrentStreamQuery(c10::DeviceType::PrivateUse1), &AnsweringQuery);
-  EXPECT_EQ(plugin.native_stream_source(0), NativeStreamSource::kQuery);
+  EXPECT_EQ(plugin.NativeStreamSourceOf(0), NativeStreamSource::kQuery);
   // Twice: the first call takes the slow path (learns the device count),
   // the second the fast one; both ask the query, not the guard (which has
   // no native handle and would throw).
-  EXPECT_EQ(plugin.current_native_stream(0), kQueryHandle);
-  EXPECT_EQ(plugin.current_native_stream(0), kQueryHandle);
+  EXPECT_EQ(plugin.CurrentNativeStream(0), kQueryHandle);
+  EXPECT_EQ(plugin.CurrentNativeStream(0), kQueryHandle);
   void* stream = nullptr;
   ASSERT_EQ(ExchangeAPI()->current_work_stream(kDLExtDev, 0, &stream), 0);
   EXPECT_EQ(stream, kQueryHandle);
@@ -112,18 +112,18 @@ TEST_F(PluginStreamHooks, AResolverTakesPrecedenceOverTheQuery) {
   resolver.c_function = &Resolver;
   resolver.description = "test resolver";
   RegisterStreamResolver(c10::DeviceType::PrivateUse1, resolver);
-  EXPECT_EQ(plugin.native_stream_source(0), NativeStreamSource::kResolver);
-  EXPECT_EQ(plugin.current_native_stream(0), kResolverHandle);
+  EXPECT_EQ(plugin.NativeStreamSourceOf(0), NativeStreamSource::kResolver);
+  EXPECT_EQ(plugin.CurrentNativeStream(0), kResolverHandle);
   EXPECT_EQ(g_query_calls, 0);
 }
 
 TEST_F(PluginStreamHooks, TheHookNamesTheStream) {
   SetExternalStreamHook(c10::DeviceType::PrivateUse1, &ExternalStreamHook);
-  const c10::Stream other = plugin.stream_from_native(0, kForeignHandle);
+  const c10::Stream other = plugin.StreamFromNative(0, kForeignHandle);
   EXPECT_EQ(other.id(), kOtherStreamId);
   EXPECT_EQ(other.device(), c10::Device(c10::DeviceType::PrivateUse1, 0));
   try {
-    plugin.stream_from_native(0, kResolverHandle);
+    plugin.StreamFromNative(0, kResolverHandle);
     FAIL() << "expected an error";
   } catch (const Error& error) {
     EXPECT_EQ(error.kind(), ErrorKind::kValue);
@@ -137,9 +137,9 @@ TEST_F(PluginStreamHooks, WithoutAHookOnlyTheCurrentOrDefaultStreamIsRecognised)
   StreamResolver resolver;  // the guard has no native handle: the resolver answers
   resolver.c_function = &Resolver;
   RegisterStreamResolver(c10::DeviceType::PrivateUse1, resolver);
-  EXPECT_EQ(plugin.stream_from_native(0, kResolverHandle).id(), 0);
+  EXPECT_EQ(plugin.StreamFromNative(0, kResolverHandle).id(), 0);
   try {
-    plugin.stream_from_native(0, kForeignHandle);
+    plugin.StreamFromNative(0, kForeignHandle);
     FAIL() << "expected an error";
   } catch (const Error& error) {
     EXPECT_EQ(error.kind(), ErrorKind::kBuffer);

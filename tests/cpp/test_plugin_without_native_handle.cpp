@@ -61,9 +61,9 @@ class PluginWithoutNativeHandle : public ::testing::Test {
 };
 
 TEST_F(PluginWithoutNativeHandle, ErrorNamesThePluginAndBothFixes) {
-  EXPECT_EQ(plugin.native_stream_source(0), NativeStreamSource::kMissing);
+  EXPECT_EQ(plugin.NativeStreamSourceOf(0), NativeStreamSource::kMissing);
   try {
-    plugin.current_native_stream(0);
+    plugin.CurrentNativeStream(0);
     FAIL() << "expected an error";
   } catch (const Error& error) {
     const std::string message = error.what();
@@ -92,7 +92,7 @@ TEST_F(PluginWithoutNativeHandle, NullStreamByOption) {
   Options options;
   options.allow_null_stream = true;
   SetOptions(options);
-  EXPECT_EQ(plugin.current_native_stream(0), nullptr);
+  EXPECT_EQ(plugin.CurrentNativeStream(0), nullptr);
   int rc = -1;
   EXPECT_EQ(CurrentWorkStream(&rc), nullptr);
   EXPECT_EQ(rc, 0);
@@ -113,7 +113,7 @@ TEST_F(PluginWithoutNativeHandle, ResolverSuppliesTheHandle) {
   resolver.c_function = &PluginResolver;
   resolver.description = "plugin resolver";
   RegisterStreamResolver(c10::DeviceType::PrivateUse1, resolver);
-  EXPECT_EQ(plugin.native_stream_source(0), NativeStreamSource::kResolver);
+  EXPECT_EQ(plugin.NativeStreamSourceOf(0), NativeStreamSource::kResolver);
   int rc = -1;
   EXPECT_EQ(CurrentWorkStream(&rc), kResolverHandle);
   EXPECT_EQ(rc, 0);
@@ -136,10 +136,10 @@ TEST_F(PluginWithoutNativeHandle, AscendTypeReachesThePluginInTransitionMode) {
 }
 
 TEST_F(PluginWithoutNativeHandle, ReRegisteredGuardWithOverrideIsNoticed) {
-  EXPECT_EQ(plugin.native_stream_source(0), NativeStreamSource::kMissing);
+  EXPECT_EQ(plugin.NativeStreamSourceOf(0), NativeStreamSource::kMissing);
   RegisterPluginGuard(&g_with_handle);
-  EXPECT_EQ(plugin.native_stream_source(0), NativeStreamSource::kGuard);
-  EXPECT_EQ(plugin.current_native_stream(0), kGuardHandle);
+  EXPECT_EQ(plugin.NativeStreamSourceOf(0), NativeStreamSource::kGuard);
+  EXPECT_EQ(plugin.CurrentNativeStream(0), kGuardHandle);
   int rc = -1;
   EXPECT_EQ(CurrentWorkStream(&rc), kGuardHandle);
   EXPECT_EQ(rc, 0);
@@ -147,12 +147,12 @@ TEST_F(PluginWithoutNativeHandle, ReRegisteredGuardWithOverrideIsNoticed) {
   StreamResolver resolver;
   resolver.c_function = &PluginResolver;
   RegisterStreamResolver(c10::DeviceType::PrivateUse1, resolver);
-  EXPECT_EQ(plugin.current_native_stream(0), kResolverHandle);
+  EXPECT_EQ(plugin.CurrentNativeStream(0), kResolverHandle);
 }
 
 TEST_F(PluginWithoutNativeHandle, DeviceQueriesGoThroughTheGuard) {
-  EXPECT_TRUE(plugin.available());
-  EXPECT_EQ(plugin.device_count(), 1);
+  EXPECT_TRUE(plugin.Available());
+  EXPECT_EQ(plugin.DeviceCount(), 1);
   int32_t count = 0;
   ASSERT_EQ(RuntimeAPI()->device_count(kDLExtDev, &count), 0) << RuntimeAPI()->get_last_error();
   EXPECT_EQ(count, 1);

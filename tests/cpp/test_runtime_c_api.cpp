@@ -95,7 +95,7 @@ TEST_F(RuntimeCApi, PluginNotLoaded) {
 }
 
 TEST_F(RuntimeCApi, AbsentBuiltInBackendFails) {
-  if (DeviceRuntime::For(c10::DeviceType::CUDA).available()) GTEST_SKIP() << "CUDA present";
+  if (DeviceRuntime::For(c10::DeviceType::CUDA).Available()) GTEST_SKIP() << "CUDA present";
   int32_t count = 0;
   EXPECT_EQ(api->device_count(kCUDA, &count), -1);
   EXPECT_NE(last_error().find("cuda"), std::string::npos) << last_error();

@@ -44,12 +44,12 @@ TEST_F(StreamResolvers, CFunctionAnswersForTheCurrentStream) {
   resolver.c_function = &EncodingResolver;
   resolver.description = "test C resolver";
   RegisterStreamResolver(c10::DeviceType::CPU, resolver);
-  const c10::Stream stream = cpu.current_stream(0);
+  const c10::Stream stream = cpu.CurrentStream(0);
   // The resolver is asked about the device index the caller named...
-  EXPECT_EQ(cpu.current_native_stream(0), Encoded(0, stream.id()));
+  EXPECT_EQ(cpu.CurrentNativeStream(0), Encoded(0, stream.id()));
   // ...or, for an explicit stream, the stream's own (c10 says -1 for CPU).
-  EXPECT_EQ(cpu.native_handle(stream), Encoded(stream.device_index(), stream.id()));
-  EXPECT_EQ(cpu.native_stream_source(0), NativeStreamSource::kResolver);
+  EXPECT_EQ(cpu.NativeHandle(stream), Encoded(stream.device_index(), stream.id()));
+  EXPECT_EQ(cpu.NativeStreamSourceOf(0), NativeStreamSource::kResolver);
 }
 
 TEST_F(StreamResolvers, CallbackGetsItsContext) {
@@ -59,8 +59,8 @@ TEST_F(StreamResolvers, CallbackGetsItsContext) {
   resolver.context = &calls;
   resolver.description = "counting callback";
   RegisterStreamResolver(c10::DeviceType::CPU, resolver);
-  EXPECT_EQ(cpu.current_native_stream(0), reinterpret_cast<void*>(static_cast<uintptr_t>(0xbeef)));
-  EXPECT_EQ(cpu.current_native_stream(0), reinterpret_cast<void*>(static_cast<uintptr_t>(0xbeef)));
+  EXPECT_EQ(cpu.CurrentNativeStream(0), reinterpret_cast<void*>(static_cast<uintptr_t>(0xbeef)));
+  EXPECT_EQ(cpu.CurrentNativeStream(0), reinterpret_cast<void*>(static_cast<uintptr_t>(0xbeef)));
   EXPECT_EQ(calls, 2);
 }
 
@@ -70,7 +70,7 @@ TEST_F(StreamResolvers, FailureNamesTheResolverAndCarriesItsMessage) {
   resolver.description = "explaining callback";
   RegisterStreamResolver(c10::DeviceType::CPU, resolver);
   try {
-    cpu.current_native_stream(0);
+    cpu.CurrentNativeStream(0);
     FAIL() << "expected an error";
   } catch (const Error& error) {
     const std::string message = error.what();
@@ -86,7 +86,7 @@ TEST_F(StreamResolvers, FailingCFunctionIsAnError) {
   resolver.c_function = &FailingResolver;
   resolver.description = "failing C resolver";
   RegisterStreamResolver(c10::DeviceType::CPU, resolver);
-  EXPECT_THROW(cpu.current_native_stream(0), Error);
+  EXPECT_THROW(cpu.CurrentNativeStream(0), Error);
 }
 
 TEST_F(StreamResolvers, UnregisterRestoresTheDefault) {
@@ -96,7 +96,7 @@ TEST_F(StreamResolvers, UnregisterRestoresTheDefault) {
   EXPECT_NE(FindStreamResolver(c10::DeviceType::CPU), nullptr);
   UnregisterStreamResolver(c10::DeviceType::CPU);
   EXPECT_EQ(FindStreamResolver(c10::DeviceType::CPU), nullptr);
-  EXPECT_EQ(cpu.current_native_stream(0), nullptr);
+  EXPECT_EQ(cpu.CurrentNativeStream(0), nullptr);
 }
 
 TEST_F(StreamResolvers, ReplacingKeepsTheOldOneAlive) {

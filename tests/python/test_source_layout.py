@@ -102,3 +102,94 @@ def test_the_rules_catch_a_breach(tmp_path, monkeypatch):
     monkeypatch.setitem(globals(), "SRC", fake)
     assert len(violations(fake / "launch" / "bad.cpp")) == 2
     assert len(violations(fake / "kernel_runtimes" / "cuda" / "bad.cpp")) == 1
+
+
+def test_the_three_cmake_projects_find_torch_one_way():
+    """devbridge, simdev and cudadev find torch through one CMake module,
+    cmake/TorchFromPython.cmake; each plugin carries a byte-identical copy
+    (its sdist builds alone), and none uses find_package(Torch)."""
+    canonical = (ROOT / "cmake" / "TorchFromPython.cmake").read_bytes()
+    for project in (ROOT, ROOT / "plugins" / "simdev", ROOT / "plugins" / "cudadev"):
+        finder = project / "cmake" / "TorchFromPython.cmake"
+        assert finder.read_bytes() == canonical, (
+            f"{finder.relative_to(ROOT)} differs from cmake/TorchFromPython.cmake: edit the latter and copy it "
+            f"over (cp cmake/TorchFromPython.cmake {finder.relative_to(ROOT)})")
+        lists = (project / "CMakeLists.txt").read_text()
+        assert "include(TorchFromPython)" in lists and "find_package(Torch" not in lists, project
+
+
+# ---------------------------------------------------------------- C++ style (docs/design.md, "C++ style")
+
+CPP_SUFFIXES = (".cpp", ".h", ".cu")
+# A function defined at column 0 on one line: "<type> Name(" or "<type> Class::Name(".
+DEFINITION = re.compile(r"^(?:[A-Za-z_][\w:<>,*& ]*?[\s*&])((?:[A-Za-z_]\w*::)*~?[A-Za-z_]\w*)\((?!\*)")
+NOT_A_DEFINITION = re.compile(r"^(return|using|typedef|namespace|struct|class|enum|template|static_assert|TEST|"
+                              r"TORCH_|C10_|PYBIND11_|extern|if|for|while|switch|case|else|do)\b|^(#|//|/\*| \*)")
+PASCAL, CAMEL, SNAKE = r"[A-Z][A-Za-z0-9]*", r"[a-z][A-Za-z0-9]*", r"[a-z][a-z0-9_]*"
+
+
+def cpp_files(*folders):
+    for folder in folders:
+        yield from (p for p in sorted((ROOT / folder).rglob("*")) if p.suffix in CPP_SUFFIXES)
+
+
+def defined_functions(path: pathlib.Path):
+    for line in path.read_text().splitlines():
+        if line and not line[0].isspace() and not NOT_A_DEFINITION.match(line) and not line.rstrip().endswith(";"):
+            match = DEFINITION.match(line)
+            if match:
+                parts = match.group(1).split("::")
+                if not parts[-1].startswith("~") and not (len(parts) > 1 and parts[-2] == parts[-1]):  # ctor, dtor
+                    yield parts
+
+
+def style_violations(path: pathlib.Path, file_rule: str, function_ok) -> list[str]:
+    problems = []
+    stem = path.name.split(".")[0]
+    if not (re.fullmatch(file_rule, stem) or re.fullmatch(r"test_[a-z0-9_]+", stem)):
+        problems.append(f"file name {path.name!r} does not match {file_rule}")
+    for parts in defined_functions(path):
+        if not function_ok(parts):
+            problems.append(f"function {'::'.join(parts)}")
+    return problems
+
+
+def devbridge_function(parts):  # Google style; C entry points and accessors named as the ABI says
+    name = parts[-1]
+    return re.fullmatch(PASCAL, name) or name.startswith(("devbridge_", "PyInit_")) or name in ("main", "type")
+
+
+def simdev_function(parts):  # PyTorch style; ATen kernels keep their operator's name (csrc only)
+    return re.fullmatch(CAMEL, parts[-1])
+
+
+def simdev_csrc_function(parts):
+    return re.fullmatch(CAMEL, parts[-1]) or re.fullmatch(r"_?" + SNAKE, parts[-1])
+
+
+def cudadev_function(parts):  # snake_case free functions; out-of-line overrides keep c10's names
+    return len(parts) > 1 or re.fullmatch(r"_?" + SNAKE, parts[-1])
+
+
+STYLE_TREES = [
+    (("src", "include", "tests/cpp"), r"[a-z][a-z0-9_]*", devbridge_function),
+    (("plugins/simdev/runtime/src",), PASCAL, simdev_function),
+    (("plugins/simdev/csrc",), PASCAL, simdev_csrc_function),
+    (("plugins/cudadev/csrc",), r"[a-z][a-z0-9_]*", cudadev_function),
+]
+
+
+@pytest.mark.parametrize("folders, file_rule, function_ok", STYLE_TREES, ids=lambda v: v[0] if isinstance(v, tuple) else None)
+def test_each_tree_keeps_its_cpp_style(folders, file_rule, function_ok):
+    problems = [f"{path.relative_to(ROOT)}: {problem}" for path in cpp_files(*folders)
+                for problem in style_violations(path, file_rule, function_ok)]
+    assert not problems, "not in the tree's C++ style (docs/design.md, \"C++ style\"):\n" + "\n".join(problems)
+
+
+def test_the_style_check_catches_a_breach(tmp_path):
+    wrong = tmp_path / "StreamOrder.cpp"
+    wrong.write_text("int DeviceRuntime::current_stream(int index) const {\n  return index;\n}\n"
+                     "static void helper_function() {}\nvoid FineName(int x) {\n}\n")
+    problems = style_violations(wrong, r"[a-z][a-z0-9_]*", devbridge_function)
+    assert problems == ["file name 'StreamOrder.cpp' does not match [a-z][a-z0-9_]*",
+                        "function DeviceRuntime::current_stream", "function helper_function"], problems
