@@ -140,7 +140,7 @@ def register_device_interface(device: str, interface) -> None:
     device_interface.register_interface_for_device(device, interface)
 
 
-def register_codegen(device: str, scheduling, wrapper, cache_config) -> None:
+def register_codegen(device: str, scheduling, wrapper, cache_config=None) -> None:
     from torch._inductor.codegen import common
 
     common.register_backend_for_device(device, scheduling, wrapper, device_custom_config=cache_config)
