@@ -8,6 +8,7 @@ header) and returns its bytes: the "binary" the simdev kernel runtime loads.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import pathlib
@@ -27,12 +28,25 @@ skip_without_simdev = pytest.mark.skipif(
     not SIMDEV, reason="torch_simdev is not installed (pip install --no-build-isolation plugins/simdev)")
 
 
+_build_root: pathlib.Path | None = None
+
+
+def _build_dir() -> pathlib.Path:
+    """A directory of this process's own for the compiled test libraries,
+    removed at exit (a library dlopen'ed from it stays loaded)."""
+    global _build_root
+    if _build_root is None:
+        _build_root = pathlib.Path(tempfile.mkdtemp(prefix="devbridge-launch-"))
+        atexit.register(shutil.rmtree, _build_root, ignore_errors=True)
+    return pathlib.Path(tempfile.mkdtemp(dir=_build_root))
+
+
 def compile_library(source: pathlib.Path, *extra: str) -> pathlib.Path:
     """Compiles one test source into a shared library (g++, -Werror); returns its path."""
     compiler = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
     if compiler is None:
         pytest.skip("no C++ compiler (g++) to build the launcher test libraries")
-    library = pathlib.Path(tempfile.mkdtemp(prefix="devbridge-launch-")) / (source.stem + ".so")
+    library = _build_dir() / (source.stem + ".so")
     result = subprocess.run([compiler, "-std=c++17", "-O2", "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror",
                              *extra, str(source), "-o", str(library), "-pthread"],
                             capture_output=True, text=True)
