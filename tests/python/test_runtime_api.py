@@ -354,9 +354,8 @@ def test_wait_current_stream_orders_a_consumer_stream():
                 if wait:
                     assert table.wait_current_stream(KDL_EXT_DEV, 0, consumer.native_handle) == 0, \
                         table.get_last_error()
-            with consumer:
-                copy = x.clone()
-            seen[wait] = float(copy.cpu().min())
+            with consumer:  # the clone and its read-back, both on the consumer's stream
+                seen[wait] = float(x.clone().cpu().min())
             producer.synchronize()
             with producer:
                 x.zero_()

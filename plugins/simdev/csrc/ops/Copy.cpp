@@ -11,8 +11,13 @@
 // views, conj/neg views, overlapping storages) is host work running ATen's
 // CPU copy_ on aliases of the two sides.
 //
-// non_blocking=False waits for the copy (a device-to-host copy is complete on
-// return); non_blocking=True returns at once. The queued copy keeps both
+// non_blocking=False waits for a copy to or from the host (a device-to-host
+// copy is complete on return); non_blocking=True returns at once. A copy
+// between simdev tensors never makes the host wait, as on CUDA: it is ordered
+// on the streams only, so a consumer on another stream still needs an event
+// (a host wait here would hide exactly that bug); under graph capture it is
+// recorded like any work. Copies to or from the host synchronize, and so fail
+// under capture with the runtime's message. The queued copy keeps both
 // sides' storages alive, but, as with CUDA pinned memory, the host tensor
 // must not be written (H2D) or read (D2H) until the stream has reached the
 // copy (synchronize the stream or an event).
@@ -81,16 +86,6 @@ struct ScopedEvent {
   ScopedEvent& operator=(const ScopedEvent&) = delete;
 };
 
-// A copy within one device has nothing for the host to wait for: while its
-// stream captures, it is recorded like any work instead of synchronizing
-// (which would invalidate the capture). Copies to or from the host still
-// synchronize, and so fail under capture with the runtime's message.
-bool isCapturing(sdStream_t stream) {
-  sdStreamCaptureStatus status = sdStreamCaptureStatusNone;
-  SIMDEV_CHECK(sdStreamGetCaptureStatus(stream, &status));
-  return status != sdStreamCaptureStatusNone;
-}
-
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   const at::Tensor& src = self;
   for (const at::Tensor* t : {&src, &dst}) {
@@ -114,16 +109,13 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
       ScopedEvent copied(dst_stream);
       SIMDEV_CHECK(sdStreamWaitEvent(src_stream, copied.event));
     }
-    if (!non_blocking) SIMDEV_CHECK(sdStreamSynchronize(dst_stream));
     return dst;
   }
 
   const c10::DeviceIndex device = isSimdev(dst) ? dst.device().index() : src.device().index();
   const sdStream_t stream = currentNativeStream(device);
   enqueueCopy(src, dst, stream);
-  if (!non_blocking && !(isSimdev(src) && isSimdev(dst) && isCapturing(stream))) {
-    SIMDEV_CHECK(sdStreamSynchronize(stream));
-  }
+  if (!non_blocking && !(isSimdev(src) && isSimdev(dst))) SIMDEV_CHECK(sdStreamSynchronize(stream));
   return dst;
 }
 

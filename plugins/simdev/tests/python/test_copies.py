@@ -194,6 +194,26 @@ def test_cross_device_copies(two_devices):
     assert torch.equal(target.cpu(), host.t())
 
 
+def test_a_copy_between_simdev_tensors_never_makes_the_host_wait(two_devices):
+    """As on CUDA: copy_ without non_blocking waits only for a copy to or from
+    the host; between device tensors (one device or two) it is ordered on the
+    streams alone, so the host returns while the copy is still queued (delay
+    on), and a reader on the same stream still sees the copied values."""
+    d0, d1 = two_devices
+    src, same, other = torch.arange(64.0).to(d0), torch.zeros(64, device=d0), torch.zeros(64, device=d1)
+    torch.simdev.synchronize(0)
+    torch.simdev.synchronize(1)
+    torch.simdev.set_op_delay_us(20_000)
+    try:
+        for dst in (same, other):
+            dst.copy_(src)
+            assert not torch.accelerator.current_stream(dst.device).query(), \
+                f"copy_ to {dst.device} waited for the copy on the host"
+            assert torch.equal(dst.cpu(), torch.arange(64.0))  # to the host: waits, after the copy
+    finally:
+        torch.simdev.set_op_delay_us(0)
+
+
 def test_storage_methods():
     host = torch.arange(5, dtype=torch.int32)
     device = host.to("simdev")
