@@ -1,6 +1,6 @@
 """Version numbers of torch and Triton as devbridge compares them: the
 (major, minor) pair, the one the version checks of the private-API modules
-(_torch_dlpack_api.py, inductor/_torch_api.py, triton/_triton_api.py) and the
+(_torch_dlpack_api.py, _triton_api.py, inductor/_torch_api.py) and the
 layout choices between Triton releases depend on."""
 
 from __future__ import annotations

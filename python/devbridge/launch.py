@@ -142,7 +142,7 @@ def register_hook_chain_type() -> None:
     without a Python call. Without Triton nothing passes HookChains."""
     global _hook_chain_known
     if not _hook_chain_known and "triton.knobs" in sys.modules:
-        from .triton._triton_api import hook_chain_type
+        from ._triton_api import hook_chain_type
 
         _C._set_hook_chain_type(hook_chain_type())
         _hook_chain_known = True

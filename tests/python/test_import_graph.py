@@ -4,7 +4,7 @@ still a dependency), and every importlib.import_module / sys.modules lookup
 of a devbridge module named by a string.
 
   no cycle among the devbridge.triton modules (the Triton layer is a DAG:
-  hardware and _triton_api, then the torch_plugin table, the policy
+  hardware, then the torch_plugin table, the policy
   registry, activate()'s stack, the driver, the package's activate())
   no upward import between the layers core < triton < inductor < check,
   beyond the ones listed in KNOWN_UPWARD (each names its reason)
@@ -33,8 +33,6 @@ ORDER = ("core", "triton", "inductor", "check")
 KNOWN_UPWARD = {
     # devbridge.install() also arms torch.compile (devbridge.inductor.arm)
     ("devbridge", "devbridge.inductor"),
-    # the launcher learns Triton's HookChain type once Triton is imported
-    ("devbridge.launch", "devbridge.triton._triton_api"),
     # declare_hardware() arms torch.compile for the declared device
     ("devbridge.triton.hardware", "devbridge.inductor"),
 }

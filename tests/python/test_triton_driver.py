@@ -19,7 +19,7 @@ from triton.compiler import ASTSource  # noqa: E402
 
 import devbridge  # noqa: E402
 import devbridge.triton  # noqa: E402
-from devbridge.triton import _triton_api  # noqa: E402
+from devbridge import _triton_api  # noqa: E402
 from devbridge.triton.backend.compiler import DevbridgeBackend  # noqa: E402
 from devbridge.triton.backend.driver import DevbridgeDriver, PluginDeviceIndex  # noqa: E402
 

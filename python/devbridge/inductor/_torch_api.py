@@ -343,7 +343,7 @@ def launch_hooks_burnt_in_when_empty():
     global _knobs_shadowed, _knobs_original
     from torch._inductor.runtime import triton_heuristics
 
-    from ..triton._triton_api import launch_hooks_empty
+    from .._triton_api import launch_hooks_empty
 
     with _knobs_lock:
         if _knobs_shadowed == 0:

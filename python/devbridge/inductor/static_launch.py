@@ -42,7 +42,7 @@ class PluginStaticKernel:
 
     def __init__(self, kernel, binary_dir: str, refusal=RuntimeError) -> None:
         from devbridge.triton import _describe
-        from devbridge.triton._triton_api import launch_hooks_empty
+        from devbridge._triton_api import launch_hooks_empty
 
         if not launch_hooks_empty():
             raise refusal("a Triton launch hook is installed (a static launch calls none)")

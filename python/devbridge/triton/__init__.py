@@ -44,7 +44,7 @@ def compiling_source():
     a compile. For a hardware compiler's add_stages, which Triton hands only
     the IR: a compiler whose binary refers back to the kernel's Python
     function reads it here (docs/plugin-authors.md §6)."""
-    from . import _triton_api
+    from .. import _triton_api
 
     return _triton_api.compiling_source()
 
@@ -58,7 +58,7 @@ def driver():
     global _driver
     with _lock:
         if _driver is None:
-            from . import _triton_api
+            from .. import _triton_api
 
             _triton_api.check_version()
             from .backend.driver import DevbridgeDriver
@@ -115,7 +115,7 @@ def deactivate() -> _Deactivation:
 def is_active() -> bool:
     """devbridge's driver is Triton's active one now (set by activate(), or
     Triton's default where no other backend is active, once Triton used it)."""
-    from . import _triton_api
+    from .. import _triton_api
     from .backend.driver import DevbridgeDriver
 
     ours = DevbridgeDriver.instance()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 
-from . import _triton_api
+from .. import _triton_api
 
 _lock = threading.Lock()
 _previous = []  # drivers that were active before each push()

@@ -47,7 +47,7 @@ _builtin_registered = False
 def _bind_driver() -> None:
     # The driver's hot path calls the policy's functions it bound (no lookup
     # per launch), so a change of the active policy binds them again.
-    from ._triton_api import devbridge_driver_or_none
+    from .._triton_api import devbridge_driver_or_none
 
     driver = devbridge_driver_or_none()
     if driver is not None:

@@ -38,7 +38,7 @@ def configure(*, device_name: str | None) -> None:
     _resolved_name = None
     # devbridge's driver serves the default policy from C only while the name
     # is the PrivateUse1 backend's (fast_device_and_stream): it binds again.
-    from ._triton_api import devbridge_driver_or_none
+    from .._triton_api import devbridge_driver_or_none
 
     driver = devbridge_driver_or_none()
     if driver is not None:

@@ -95,7 +95,7 @@ def serves_by_default() -> bool:
     beside cudadev), Triton keeps it and activate() selects devbridge's."""
     import sys
 
-    from devbridge.triton import _triton_api
+    from devbridge import _triton_api
 
     if _triton_api.triton_version() not in _triton_api.CHECKED_VERSIONS:
         return False

@@ -51,7 +51,7 @@ CHECKED_VERSIONS = ((3, 6), (3, 7))
 
 
 def triton_version() -> tuple[int, int]:
-    from .._versions import triton_major_minor
+    from ._versions import triton_major_minor
 
     return triton_major_minor()
 
