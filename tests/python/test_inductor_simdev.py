@@ -451,6 +451,72 @@ def test_no_sm_count_warning_unless_max_autotune_was_asked_for():
         inductor_utils.log.removeHandler(handler)
 
 
+def test_gemm_templates_take_the_configs_of_the_backend_the_compiler_targets():
+    """Under max-autotune Inductor offers its Triton GEMM templates with the
+    configs its template registry holds for the device type; a plugin device
+    has none, so the templates came with no config. A device whose compiler
+    targets Triton's cuda backend gets cuda's; simdev's compiler is its own and
+    gets none; an entry of the device's own wins."""
+    from torch._inductor import choices
+    from torch._inductor.kernel import bmm, mm  # noqa: F401  (they register the templates' heuristics)
+    from torch._inductor.template_heuristics import registry
+    from torch._inductor.template_heuristics.base import TemplateConfigHeuristics
+
+    from devbridge.inductor import _template_peer, _torch_api
+    from devbridge.triton.hardware import Hardware
+
+    assert _template_peer(Hardware("anydev", "nvidia", "cuda")) == "cuda"
+    assert _template_peer(Hardware("anydev", "amd", "hip")) is None  # a CUDA or CPU torch keeps ROCm's elsewhere
+    assert _template_peer(Hardware("anydev", "interpreter", "simdev")) is None
+    assert not [line for line in devbridge.inductor.patched_torch_apis() if "template" in line]
+
+    pairs = [("triton::mm", "mm"), ("triton::mm", "addmm"), ("triton::bmm", "bmm"), ("triton::bmm", "baddbmm")]
+    assert all(type(registry.get_template_heuristic(t, "gemmdev", op)) is TemplateConfigHeuristics for t, op in pairs)
+    assert _torch_api.share_template_heuristics("gemmdev", "cuda") in ("replaced", "already")
+    assert choices.get_template_heuristic is registry.get_template_heuristic  # rebound where imported by name
+    for template, op in pairs:
+        shared = choices.get_template_heuristic(template, "gemmdev", op)
+        assert shared is registry.get_template_heuristic(template, "cuda", op), (template, op)
+        assert type(shared) is not TemplateConfigHeuristics
+    assert type(registry.get_template_heuristic("triton::mm", DEVICE, "mm")) is TemplateConfigHeuristics
+
+    class OwnConfigs(TemplateConfigHeuristics):
+        pass
+
+    key = ("triton::bmm", "gemmdev", None)
+    registry.register_template_heuristic(*key[:2], op_name=key[2])(OwnConfigs)
+    try:
+        assert type(registry.get_template_heuristic("triton::bmm", "gemmdev", "bmm")) is OwnConfigs
+    finally:
+        registry._TEMPLATE_HEURISTIC_REGISTRY.pop(key)
+        registry._HEURISTIC_CACHE.pop(("triton::bmm", "gemmdev", "bmm"), None)
+
+
+def test_a_max_autotune_gemm_template_compiles_and_runs_on_the_plugin_stream(monkeypatch):
+    """The template path end to end on a plugin device: Inductor's Triton mm
+    template, with cuda's configs, autotuned, compiled for simdev and launched
+    by devbridge. simdev declares too few SMs for templates and a compiler of
+    its own, so the test lends it both (a device compiling for cuda has them,
+    test_cudadev_inductor.py)."""
+    from torch._inductor import config
+    from torch._inductor import utils as inductor_utils
+    from torch._inductor.template_heuristics import registry
+
+    from devbridge.inductor import _torch_api
+
+    monkeypatch.setattr(inductor_utils, "is_big_gpu", lambda index_or_device=0: True)
+    _torch_api.share_template_heuristics(DEVICE, "cuda")
+    a, b = cases._randn(64, 32, seed=5), cases._randn(32, 48, seed=6)
+    try:
+        with config.patch(max_autotune_gemm=True, max_autotune_gemm_backends="TRITON"):
+            out, code = run_and_get_code(torch.compile(torch.mm, fullgraph=True), a.to(DEVICE), b.to(DEVICE))
+    finally:
+        registry.get_template_heuristic._devbridge_peers.pop(DEVICE)
+    code = "\n".join(code)
+    assert "triton_tem_" in code and "from devbridge._C import current_stream as get_raw_stream" in code
+    torch.testing.assert_close(out.cpu(), a @ b, atol=1e-4, rtol=1e-4)
+
+
 @pytest.mark.parametrize("path", ["as registered", "torch 2.11's wrapped benchmark()"])
 def test_the_autotuners_benchmarker_times_plugin_work_on_the_plugin_stream(path):
     """Inductor's autotuner times every config of a kernel with the process's

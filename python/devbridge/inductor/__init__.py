@@ -59,6 +59,18 @@ def _plugin_entry_point(device: str) -> str | None:
     return None
 
 
+def _template_peer(hardware) -> str | None:
+    """The device type whose GEMM template configs Inductor should use for
+    `hardware`: that of the Triton backend its compiler targets ("cuda";
+    Inductor keeps ROCm's under "cuda" too), or None for a compiler of the
+    plugin's own, which brings its own or none."""
+    import torch
+
+    backend = hardware.compiler_class()[2]
+    rocm = torch.version.hip is not None
+    return "cuda" if (backend, rocm) in (("cuda", False), ("hip", True)) else None
+
+
 def _checked_name(device: str | None, caller: str) -> str:
     from .. import _C
 
@@ -157,6 +169,11 @@ def register(device: str | None = None) -> str:
         _torch_api.quiet_small_gpu_gate(name)
         patched.append("torch._inductor.utils.is_big_gpu: replaced (its SM-count warning for "
                        f"{name!r} only where max-autotune was asked for)")
+        peer = _template_peer(hardware)
+        if peer is not None:
+            _torch_api.share_template_heuristics(name, peer)
+            patched.append("torch._inductor.template_heuristics.registry.get_template_heuristic: replaced where "
+                           f"bound ({name!r} GEMM templates take {peer!r}'s configs under max-autotune)")
         how = _torch_api.register_benchmarker(name)
         patched.append(f"torch._inductor.runtime.benchmarking: {how}")
         from . import graph_capture

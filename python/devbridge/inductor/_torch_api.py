@@ -35,6 +35,10 @@ Sources: torch/_dynamo/, torch/_inductor/ and torch/utils/_triton.py of pytorch
            (replaced: online softmax for the plugin device too)
   gates    torch._inductor.utils.is_big_gpu (replaced: no SM-count warning
            for the plugin device unless max-autotune was asked for)
+  templates torch._inductor.template_heuristics.registry.
+           get_template_heuristic (replaced where bound) and
+           _TEMPLATE_HEURISTIC_REGISTRY (read): the GEMM template configs of
+           the Triton backend the plugin's compiler targets
   layouts  torch._C._conv_determine_backend_memory_format (wrapped: the
            plugin's convolution format for its Overrideable convolutions)
   static   torch._inductor.runtime.triton_heuristics.StaticTritonCompileResult:
@@ -434,6 +438,44 @@ def quiet_small_gpu_gate(device: str) -> str:
     is_big_gpu._devbridge_device = device
     is_big_gpu.cache_clear = lambda: (original.cache_clear(), quiet.cache_clear())
     utils.is_big_gpu = is_big_gpu
+    return "replaced"
+
+
+# ------------------------------------------------------------------ GEMM templates
+def share_template_heuristics(device: str, peer: str) -> str:
+    """Inductor's Triton GEMM templates (mm, bmm, addmm, baddbmm, int_mm,
+    mm_plus_mm under max-autotune; decompose-k) take their configs from
+    template_heuristics.registry, keyed by device type. A plugin device has no
+    entry there, so Inductor logs "No template heuristic found" and offers the
+    template with no config: max-autotune on the plugin times ATen alone. For
+    `device`, a template it has no entry of its own for is answered with
+    `peer`'s (the registry's key of the Triton backend the device's compiler
+    targets): the same configs as on the peer. An entry registered for
+    `device` itself, by the plugin or later by torch, still wins.
+
+    Checked on 2.11.0 and 2.13.0: get_template_heuristic(template_name,
+    device_type, op_name), imported by name into choices.py (rebound where
+    bound), and _TEMPLATE_HEURISTIC_REGISTRY keyed (template, device_type,
+    op_name)."""
+    from torch._inductor.template_heuristics import registry
+
+    original = registry.get_template_heuristic
+    peers = getattr(original, "_devbridge_peers", None)
+    if peers is not None:
+        peers[device] = peer
+        return "already"
+    peers = {device: peer}
+    entries = registry._TEMPLATE_HEURISTIC_REGISTRY
+
+    def get_template_heuristic(template_name, device_type, op_name):
+        peer_type = peers.get(device_type)
+        if peer_type is not None and not any(key[:2] == (template_name, device_type) for key in entries):
+            device_type = peer_type
+        return original(template_name, device_type, op_name)
+
+    get_template_heuristic._devbridge_peers = peers
+    registry.get_template_heuristic = get_template_heuristic
+    _rebind_everywhere(original, get_template_heuristic)
     return "replaced"
 
 

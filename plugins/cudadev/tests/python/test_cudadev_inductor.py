@@ -99,6 +99,23 @@ def test_mlp_training_step_matches_eager():
                            1e-5, 1e-5)
 
 
+def test_max_autotune_compiles_mm_to_a_triton_template_as_on_cuda():
+    """Under max-autotune with Triton the only GEMM backend, Inductor builds
+    the mm from its Triton template with the configs its template registry
+    holds for cuda; cudadev's compiler targets Triton's cuda backend, so it
+    takes the same configs (without them the template had no config to
+    offer), and the mm compiles to a template kernel on both devices."""
+    from torch._inductor import config
+
+    a, b = cases._randn(256, 512, seed=3).half(), cases._randn(512, 384, seed=4).half()
+    with config.patch(max_autotune_gemm=True, max_autotune_gemm_backends="TRITON"):
+        compiled, eager, on_cuda, code = both(torch.mm, (a, b))
+    assert "triton_tem_" in code and "current_stream as get_raw_stream" in code
+    assert any("template" in line for line in devbridge.inductor.patched_torch_apis())
+    cases.assert_close(compiled, eager, 1e-2, 1e-2)
+    cases.assert_close(compiled, on_cuda, 1e-2, 1e-2)
+
+
 def test_compiled_kernels_run_after_a_spin_on_the_callers_stream():
     n = 1 << 22
     compiled = torch.compile(lambda x: x * 2.0 + 1.0, fullgraph=True)
