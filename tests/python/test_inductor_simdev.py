@@ -451,6 +451,31 @@ def test_no_sm_count_warning_unless_max_autotune_was_asked_for():
         inductor_utils.log.removeHandler(handler)
 
 
+def test_a_layer_norms_backward_fuses_its_two_reductions_as_on_cuda():
+    """Inductor fuses the two reductions of a layer norm's backward (the
+    weight's gradient summed down the columns, the input's along the rows)
+    into one kernel on cuda and xpu (mix-order reduction); on the plugin
+    device too, with the same gradients. Its size gate (5M elements, 4096
+    rows) is lifted so that the interpreter runs it in seconds."""
+    from torch._inductor import config, metrics, scheduler
+
+    if not hasattr(scheduler, "_is_gpu_triton_backend"):
+        pytest.skip(f"torch {torch.__version__} tests the device type inline (MixOrderReduction.can_fuse)")
+
+    def loss(x, weight, bias):
+        return torch.nn.functional.layer_norm(x, (128,), weight, bias).square().sum()
+
+    inputs = (cases._randn(512, 128, seed=8), cases._randn(128, seed=9), cases._randn(128, seed=10))
+    expected = torch.autograd.grad(loss(*[t.requires_grad_() for t in inputs]), inputs)
+    on_plugin = [t.detach().to(DEVICE).requires_grad_() for t in inputs]
+    metrics.reset()
+    with config.patch({"triton.mix_order_reduction_non_strict_mode": True, "fx_graph_cache": False}):
+        grads = torch.autograd.grad(torch.compile(loss)(*on_plugin), on_plugin)
+    assert metrics.codegen_mix_order_reduction == 1
+    for got, want in zip(grads, expected):
+        torch.testing.assert_close(got.cpu(), want, atol=1e-3, rtol=1e-3)
+
+
 def test_gemm_templates_take_the_configs_of_the_backend_the_compiler_targets():
     """Under max-autotune Inductor offers its Triton GEMM templates with the
     configs its template registry holds for the device type; a plugin device

@@ -217,6 +217,29 @@ def test_several_host_threads_and_streams_do_not_deadlock():
     assert errors == []
 
 
+def test_the_front_end_compiles_while_a_kernel_is_interpreted(monkeypatch, tmp_path):
+    """Triton's interpreter patches triton.language process-wide while a launch
+    runs on simdev's worker; the host thread compiling the next kernel
+    meanwhile (torch.compile compiles a backward while the forward runs) must
+    still see triton.language as the front end knows it."""
+    import time
+
+    from torch_simdev.triton_target import interpreter
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))  # the new specialization is compiled, not loaded
+    n = 1 << 16
+    x, out = torch.ones(n, device="simdev"), torch.empty(n, device="simdev")
+    kernels.add_kernel[(1,)](x, x, out, n, BLOCK=16)
+    torch.accelerator.synchronize()
+    kernels.add_kernel[(n // 16,)](x, x, out, n, BLOCK=16)  # 4096 programs, interpreted on the worker
+    deadline = time.monotonic() + 30
+    while not interpreter._current and time.monotonic() < deadline:
+        time.sleep(1e-4)
+    assert interpreter._current, "the launch never started"
+    kernels.add_kernel[(n // 512,)](x, out, out, n, BLOCK=512)  # compiled now, during that launch
+    assert torch.equal(out.cpu(), torch.full((n,), 3.0))
+
+
 def test_a_kernel_that_fails_is_reported_at_the_next_synchronize(capfd):
     x = torch.ones(4, device="simdev")
     kernels.asserting_kernel[(2,)](x, 4, BLOCK=4, debug=True)  # fails in program (0, 0, 0)

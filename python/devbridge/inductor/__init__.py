@@ -169,6 +169,9 @@ def register(device: str | None = None) -> str:
         _torch_api.quiet_small_gpu_gate(name)
         patched.append("torch._inductor.utils.is_big_gpu: replaced (its SM-count warning for "
                        f"{name!r} only where max-autotune was asked for)")
+        if _torch_api.fuse_reductions_as_on_cuda(name) != "absent":
+            patched.append("torch._inductor.scheduler._is_gpu_triton_backend: replaced (mix-order and nested "
+                           f"reductions fused on {name!r} too, as on cuda)")
         peer = _template_peer(hardware)
         if peer is not None:
             _torch_api.share_template_heuristics(name, peer)

@@ -35,6 +35,9 @@ Sources: torch/_dynamo/, torch/_inductor/ and torch/utils/_triton.py of pytorch
            (replaced: online softmax for the plugin device too)
   gates    torch._inductor.utils.is_big_gpu (replaced: no SM-count warning
            for the plugin device unless max-autotune was asked for)
+  fusions  torch._inductor.scheduler._is_gpu_triton_backend (replaced, 2.13;
+           2.11 has none): mix-order and nested reductions fused on the
+           plugin device too
   templates torch._inductor.template_heuristics.registry.
            get_template_heuristic (replaced where bound) and
            _TEMPLATE_HEURISTIC_REGISTRY (read): the GEMM template configs of
@@ -438,6 +441,36 @@ def quiet_small_gpu_gate(device: str) -> str:
     is_big_gpu._devbridge_device = device
     is_big_gpu.cache_clear = lambda: (original.cache_clear(), quiet.cache_clear())
     utils.is_big_gpu = is_big_gpu
+    return "replaced"
+
+
+# ------------------------------------------------------------------ reduction fusions
+def fuse_reductions_as_on_cuda(device: str) -> str:
+    """Inductor fuses sibling reductions of one input over different
+    dimensions (mix-order reduction: a layer norm's backward sums the weight's
+    gradient down the columns and the input's along the rows in one pass) and,
+    under config.triton.nested_reduction, a reduction with the one it feeds,
+    for cuda and xpu only: scheduler._is_gpu_triton_backend. For `device` the
+    answer is the one cuda gets: a GPU device whose backend is Triton.
+    Checked on 2.13.0 (a module function, called by name from the scheduler's
+    classes); 2.11.0 tests the device type inline in
+    MixOrderReduction.can_fuse, which is left as it is: "absent"."""
+    from torch._inductor import scheduler
+    from torch._inductor.utils import get_current_backend
+
+    original = getattr(scheduler, "_is_gpu_triton_backend", None)
+    if original is None:
+        return "absent"
+    if getattr(original, "_devbridge_device", None) == device:
+        return "already"
+
+    def _is_gpu_triton_backend(node1, node2):
+        if node1.is_gpu() and node2.is_gpu() and node1.get_device().type == device:
+            return get_current_backend(device) == "triton"
+        return original(node1, node2)
+
+    _is_gpu_triton_backend._devbridge_device = device
+    scheduler._is_gpu_triton_backend = _is_gpu_triton_backend
     return "replaced"
 
 

@@ -70,6 +70,9 @@ class InterpreterBackend(CUDABackend):
             raise NotImplementedError("devbridge: simdev's Triton target compiles @triton.jit functions through "
                                       "triton.compile(ASTSource(...)) or kernel[grid](...), not IR files")
         interpreter.remember(source.fn)
+        # Triton runs the front end (source.make_ir) after add_stages
+        # (_triton_api's note): it must not meet an interpreted launch.
+        source.make_ir = interpreter.front_end_outside_launches(source.make_ir)
 
         def ttir(module, metadata):
             # What launching needs of the metadata; no shared memory or scratch.

@@ -22,7 +22,9 @@ atomics) and libdevice use them.
 
 The interpreter's builder and its patches of triton.language are
 process-wide, so one interpreted launch runs at a time (a lock held from its
-first program to its last; other workers wait for it without the GIL).
+first program to its last; other workers wait for it without the GIL), and
+Triton's front end, which builds IR through the same triton.language, does not
+run during one (front_end_outside_launches).
 """
 
 from __future__ import annotations
@@ -366,6 +368,28 @@ _launch_lock = threading.Lock()  # one interpreted launch at a time (process-wid
 _current: dict[int, "_Launch"] = {}
 
 
+def front_end_outside_launches(make_ir):
+    """make_ir (the source's front end: ASTSource.make_ir) run while no
+    interpreted launch has triton.language patched. The host thread compiles
+    while simdev's workers interpret kernels queued before (torch.compile
+    compiles a graph's backward while its forward runs); under the launch's
+    patches, the front end's `xindex < xnumel` built interpreter tensors out of
+    IR values and failed ("'ir.value' object has no attribute 'dtype'"). The
+    compile waits for the running launch to finish, and the next launch waits
+    for the front end."""
+    if getattr(make_ir, "outside_launches", False):
+        return make_ir
+
+    def make_ir_outside_launches(*args, **kwargs):
+        if threading.get_ident() in _current:  # a launch of this very thread: it holds the lock
+            return make_ir(*args, **kwargs)
+        with _launch_lock:
+            return make_ir(*args, **kwargs)
+
+    make_ir_outside_launches.outside_launches = True
+    return make_ir_outside_launches
+
+
 class _EveryLang:
     """What _patch_lang reads of a function (its __globals__), naming both
     modules it patches (triton.language and triton.language.core): patched once
@@ -499,4 +523,4 @@ def _describe_failure(kernel: _Kernel, program: tuple, error: Exception) -> str:
     return f"{kernel.description['name']} program {program}: {type(error).__name__}: {error}{where}"
 
 
-__all__ = ["FORMAT", "make_binary", "register", "remember", "run_program"]
+__all__ = ["FORMAT", "front_end_outside_launches", "make_binary", "register", "remember", "run_program"]
