@@ -53,18 +53,7 @@ def assert_triton_for_simdev(code: str):
     assert "cpp_fused" not in code and "device='cpu'" not in code, "a CPU kernel in a simdev graph"
 
 
-def _interpreter_limits(case):
-    # Observed on the GPU machine (Triton 3.6.0): its interpreter fails on the
-    # `for r0_offset in tl.range(0, r0_numel, R0_BLOCK)` loop of Inductor's
-    # looped reductions ("only 0-dimensional arrays can be converted to
-    # Python scalars"); Triton 3.7.1 (CI) runs them.
-    if case.name == "reductions" and tuple(int(p) for p in triton.__version__.split(".")[:2]) < (3, 7):
-        return pytest.param(case, marks=pytest.mark.xfail(reason="Triton 3.6's interpreter cannot run Inductor's "
-                                                                 "looped reductions", strict=False))
-    return case
-
-
-@pytest.mark.parametrize("case", [_interpreter_limits(c) for c in cases.CASES], ids=lambda c: c.name)
+@pytest.mark.parametrize("case", cases.CASES, ids=lambda c: c.name)
 def test_compiled_function_matches_eager(case):
     assert_triton_for_simdev(compile_and_compare(case))
 

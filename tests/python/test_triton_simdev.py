@@ -217,6 +217,26 @@ def test_several_host_threads_and_streams_do_not_deadlock():
     assert errors == []
 
 
+@triton.jit
+def _row_sums_kernel(x, out, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    total = tl.zeros((BLOCK,), dtype=tl.float32)
+    for step in range(0, tl.cdiv(n, BLOCK)):  # a bound from a runtime int
+        offs = step * BLOCK + tl.arange(0, BLOCK)
+        total += tl.load(x + row * n + offs, mask=offs < n, other=0.0)
+    tl.store(out + row, tl.sum(total, 0))
+
+
+def test_a_loop_bound_from_a_runtime_int():
+    """The loop of Inductor's looped reductions and mm template. Triton 3.6's
+    own interpreter refuses it under NumPy 2 (its bound is a one-element
+    array); simdev runs it on every checked Triton."""
+    x = torch.arange(3 * 100, dtype=torch.float32).reshape(3, 100)
+    out = torch.empty(3, device="simdev")
+    _row_sums_kernel[(3,)](x.to("simdev"), out, 100, BLOCK=32)
+    assert torch.equal(out.cpu(), x.sum(1))
+
+
 def test_the_front_end_compiles_while_a_kernel_is_interpreted(monkeypatch, tmp_path):
     """Triton's interpreter patches triton.language process-wide while a launch
     runs on simdev's worker; the host thread compiling the next kernel

@@ -731,9 +731,10 @@ def _hand_written() -> None:
         case(Case(f"control/loops-and-branches/STEPS{steps}/threshold{threshold}", lambda: control_flow_const_kernel,
                   lambda g, t=threshold: [_values(f32, N, g), _empty(f32), N_USED, t], [1],
                   kwargs={"BLOCK": 32, "UNROLL": 3, "STEPS": steps}, family="control"))
-        # A loop bound from a runtime int: Triton 3.6's interpreter cannot
-        # take one (range() gets a 1-element array: "only 0-dimensional arrays
-        # can be converted to Python scalars"), so these run from Triton 3.7.
+        # A loop bound from a runtime int: Triton 3.6's own interpreter, the
+        # reference, cannot take one under NumPy 2 (range() gets a 1-element
+        # array: "only 0-dimensional arrays can be converted to Python
+        # scalars"; simdev can), so these run from Triton 3.7.
         if _TRITON >= (3, 7):
             case(Case(f"control/loops-and-branches/steps{steps}/threshold{threshold}", lambda: control_flow_kernel,
                       lambda g, s=steps, t=threshold: [_values(f32, N, g), _empty(f32), N_USED, s, t], [1],

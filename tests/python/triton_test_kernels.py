@@ -36,7 +36,7 @@ def softmax_kernel(x, out, n_cols, stride, BLOCK: tl.constexpr):
 
 @triton.jit
 def matmul_kernel(a, b, c, M, N, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    # K is a constexpr: Triton 3.6's interpreter cannot take range() bounds from a runtime int.
+    # K is a constexpr: Triton 3.6's own interpreter (the reference) cannot take range() bounds from a runtime int.
     pm, pn = tl.program_id(0), tl.program_id(1)
     rm = pm * BM + tl.arange(0, BM)
     rn = pn * BN + tl.arange(0, BN)

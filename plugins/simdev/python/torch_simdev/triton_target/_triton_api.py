@@ -113,6 +113,15 @@ def jit_function():
     return JITFunction
 
 
+def language_tensor():
+    """triton.language.tensor, whose __index__ a launch replaces (Triton 3.6's
+    interpreter sets one that NumPy 2 refuses: interpreter._index)."""
+    interpreter()
+    import triton.language as tl
+
+    return tl.tensor
+
+
 def libdevice_modules():
     """(the device-neutral libdevice stubs, NVIDIA's libdevice or None where
     this Triton lacks the NVIDIA backend)."""

@@ -451,6 +451,14 @@ def _patch_language():
     return scope
 
 
+def _index(tensor) -> int:
+    """A one-element tensor used as an index (range(0, tl.cdiv(K, BLOCK_K)) in
+    Inductor's mm template). Triton 3.6's interpreter converts its array with
+    int(), which NumPy 2 refuses for an array of one dimension or more; 3.7
+    squeezes it first, as this does for both."""
+    return int(tensor.handle.data.squeeze())
+
+
 def _begin(kernel: _Kernel, payload: bytes, grid: tuple) -> _Launch:
     interpreter = _triton_api.interpreter()
     interpreter_builder = interpreter.interpreter_builder
@@ -461,6 +469,7 @@ def _begin(kernel: _Kernel, payload: bytes, grid: tuple) -> _Launch:
         scope.set_attr(_triton_api.jit_function(), "__call__", _helper_call)
         _libdevice.patch(scope)  # libdevice.exp & co., which the interpreter lacks
         _memory.patch(scope)  # masked-out lanes never reach the interpreter's C++ with their addresses
+        scope.set_attr(_triton_api.language_tensor(), "__index__", _index)
         # device_assert and overflow checks follow the compiled options (kernel[grid](..., debug=True))
         scope.set_attr(interpreter_builder, "options", dataclasses.replace(
             interpreter_builder.options, debug=kernel.description.get("debug", False),
