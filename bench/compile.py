@@ -7,10 +7,11 @@ samples, with the median of the per-pair ratios and their spread; target
 <= 1.05 x cuda; models small enough to be launch-bound are reported apart
 (no target: their time is Python and launch overhead, not kernels). For the
 GPT block, a per-kernel table of GPU time on each device (torch.profiler).
-Train steps run each device in a process of its own, alternating (torch
-2.11's autograd engine asserts on a cuda backward beside a PrivateUse1
-backend, so the cuda peer runs without a plugin loaded), same seed and
-inputs; target <= 1.02 x cuda (GPT block), <= 1.05 x (conv block). Then
+Train steps run each device in a process of its own (torch 2.11's autograd
+engine asserts on a cuda backward beside a PrivateUse1 backend, so the cuda
+peer runs without a plugin loaded), same seed and inputs: both processes stay
+alive and are sampled in turn, their launching threads pinned to one CPU;
+target <= 1.02 x cuda (GPT block), <= 1.05 x (conv block). Then
 compile time of the GPT block forward, cold (empty Inductor and Triton
 caches) and warm (Dynamo reset, the same caches). The graphs part: the
 pointwise chain, the MLP and the GPT block forward compiled with
@@ -260,8 +261,15 @@ def train_step(model_name: str, device: str):
     return compiled, optimizer, step, (x, target)
 
 
-def train_step_child(model_name: str, device: str, iterations: int, repeats: int) -> dict:
-    """One device's train step in this process alone: samples and the loss it reached."""
+CHILD_REPLY = "@@devbridge-bench "  # marks the child's replies among whatever else it prints
+
+
+def train_step_child(model_name: str, device: str, iterations: int, cpu: int) -> None:
+    """One device's train step, kept alive and sampled on request: it answers
+    "sample" on stdin with one sample's ms per step and "end" with the loss
+    reached. Before the first request it compiles, warms up and pins its main
+    thread (the one that launches) to `cpu`, the CPU the other device's child
+    is pinned to as well."""
     _, _, step, _ = train_step(model_name, device)
     began = time.perf_counter()
     step()
@@ -270,37 +278,89 @@ def train_step_child(model_name: str, device: str, iterations: int, repeats: int
     for _ in range(3):
         step()
     synchronize(device)
-    samples = [batch_ms(step, device, iterations) for _ in range(repeats)]
-    return {"samples": samples, "value": statistics.median(samples), "loss": float(step().cpu()),
-            "first_step_ms": first}
+    os.sched_setaffinity(0, {cpu})
+
+    def reply(**message):
+        print(CHILD_REPLY + json.dumps(message), flush=True)
+
+    reply(ready=True, first_step_ms=first)
+    for request in sys.stdin:
+        if request.strip() == "sample":
+            step()  # the other process ran last: one untimed step refills caches and queues
+            synchronize(device)
+            reply(ms=batch_ms(step, device, iterations))
+        else:
+            reply(loss=float(step().cpu()))
+            return
 
 
-def train_steps(model_name: str, pairs: int, iterations: int, repeats: int) -> dict:
-    """Alternating child processes, one device each: {device: [child results]}."""
-    results = {"cuda": [], "cudadev": []}
-    for pair in range(pairs):
-        for device in (("cuda", "cudadev") if pair % 2 == 0 else ("cudadev", "cuda")):
-            env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0",
-                       DEVBRIDGE_BENCH_CACHE=str(CACHE / f"train-{model_name}-{device}"))
-            began = time.perf_counter()
-            done = subprocess.run([sys.executable, __file__, "--child-train", model_name, "--child-device", device,
-                                   "--iterations", str(iterations), "--repeats", str(repeats)],
-                                  env=env, capture_output=True, text=True, timeout=240)
-            if done.returncode != 0:
-                raise RuntimeError(f"train step child {model_name}/{device} failed:\n{done.stderr[-4000:]}")
-            result = json.loads(done.stdout.strip().splitlines()[-1])
-            # what a child costs (start-up and compile dominate), to plan runs by
-            result["process_s"] = time.perf_counter() - began
-            print(f"train step {model_name} on {device}: {result['value']:.3f} ms, process {result['process_s']:.0f} s",
-                  flush=True)
-            results[device].append(result)
-    return results
+class TrainChild:
+    """A process of its own for one device's train step (see train_steps)."""
+
+    def __init__(self, model_name: str, device: str, iterations: int, cpu: int):
+        self.device = device
+        env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0",
+                   DEVBRIDGE_BENCH_CACHE=str(CACHE / f"train-{model_name}-{device}"))
+        self.stderr = tempfile.TemporaryFile(mode="w+")
+        self.began = time.perf_counter()
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--child-train", model_name, "--child-device", device,
+             "--iterations", str(iterations), "--child-cpu", str(cpu)],
+            env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
+
+    def ask(self, request: str | None = None) -> dict:
+        if request is not None:
+            self.process.stdin.write(request + "\n")
+            self.process.stdin.flush()
+        for line in self.process.stdout:
+            if line.startswith(CHILD_REPLY):
+                return json.loads(line[len(CHILD_REPLY):])
+        self.process.wait()
+        self.stderr.seek(0)
+        raise RuntimeError(f"train step child on {self.device} exited ({self.process.returncode}) without "
+                           f"answering {request or 'ready'!r}:\n{self.stderr.read()[-4000:]}")
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        self.stderr.close()
+
+
+def train_steps(model_name: str, pairs: int, iterations: int, devices: tuple[str, str] = ("cuda", "cudadev")) -> dict:
+    """Both devices' train steps, each in a process of its own, both alive
+    for the whole run and sampled in turn (the order flips every pair), their
+    launching threads pinned to the same CPU: the host's drift and a process's
+    placement then weigh on both sides of a pair alike, where a process per
+    sample measured each device on whatever core and in whatever moment it got
+    (pairs from 0.80 to 1.37 on one H200 host). {device: {"samples": [...],
+    "loss": ..., "first_step_ms": ..., "start_s": ...}}."""
+    cpu = max(os.sched_getaffinity(0))
+    children = {device: TrainChild(model_name, device, iterations, cpu) for device in devices}
+    try:
+        results = {}
+        for device, child in children.items():  # both compile at once; each waits for its own
+            ready = child.ask()
+            results[device] = {"samples": [], "first_step_ms": ready["first_step_ms"],
+                               "start_s": time.perf_counter() - child.began}
+            print(f"train step {model_name} on {device}: ready after {results[device]['start_s']:.0f} s", flush=True)
+        for pair in range(pairs):
+            for device in (devices if pair % 2 == 0 else devices[::-1]):
+                results[device]["samples"].append(children[device].ask("sample")["ms"])
+            print(f"train step {model_name}, pair {pair}: " + ", ".join(
+                f"{device} {results[device]['samples'][-1]:.3f} ms" for device in devices), flush=True)
+        for device, child in children.items():
+            results[device]["loss"] = child.ask("end")["loss"]
+        return results
+    finally:
+        for child in children.values():
+            child.close()
 
 
 PARTS = ("compile", "steady", "train", "graphs")
 
 
-def run(iterations: int, repeats: int, pairs: int, train_pairs: int, save,
+def run(iterations: int, pairs: int, train_pairs: int, save,
         parts: tuple[str, ...] = PARTS, train_models: tuple[str, ...] = tuple(TRAIN_MODELS)) -> tuple[list[dict], dict]:
     """The measurements of `parts` (compile times, steady-state forward rows,
     train steps); save(rows, meta) is called after each model, so a run cut
@@ -326,7 +386,7 @@ def run(iterations: int, repeats: int, pairs: int, train_pairs: int, save,
     if "steady" in parts:
         steady_rows(rows, kernels, iterations, pairs, save, meta)
     if "train" in parts:
-        train_rows(rows, iterations, repeats, train_pairs, save, meta, train_models)
+        train_rows(rows, iterations, train_pairs, save, meta, train_models)
     if "graphs" in parts:
         graph_rows(rows, iterations, pairs, save, meta)
     return rows, meta
@@ -387,22 +447,23 @@ def steady_rows(rows: list[dict], kernels: dict, iterations: int, pairs: int, sa
         save(rows, meta)
 
 
-def train_rows(rows: list[dict], iterations: int, repeats: int, train_pairs: int, save, meta: dict,
+def train_rows(rows: list[dict], iterations: int, train_pairs: int, save, meta: dict,
                train_models: tuple[str, ...] = tuple(TRAIN_MODELS)) -> None:
     for model_name in train_models:
         label = TRAIN_MODELS[model_name]
-        results = train_steps(model_name, train_pairs, iterations, repeats)
-        samples = {device: [r["value"] for r in results[device]] for device in results}
+        results = train_steps(model_name, train_pairs, iterations)
+        samples = {device: results[device]["samples"] for device in results}
         for device in results:
             rows.append(row(f"{label}, train step (compiled fwd+bwd, AdamW foreach): torch.compile on {device}, "
                             "a process of its own", statistics.median(samples[device]), "ms/iter", group="train step",
-                            device=device, samples=samples[device], loss=results[device][-1]["loss"],
+                            device=device, samples=samples[device], loss=results[device]["loss"],
+                            first_step_ms=results[device]["first_step_ms"], start_s=results[device]["start_s"],
                             model=f"{label}, train step", series=f"torch.compile on {device}"))
         summary = ratio_summary(samples)
         target = TRAIN_TARGET[model_name]
         rows.append(row(f"{label}, train step: ratio cudadev/cuda", summary["median"], "ratio", target=f"<= {target}",
                         target_met=summary["median"] <= target, group="train step", spread=summary,
-                        loss_cuda=results["cuda"][-1]["loss"], loss_cudadev=results["cudadev"][-1]["loss"]))
+                        loss_cuda=results["cuda"]["loss"], loss_cudadev=results["cudadev"]["loss"]))
         save(rows, meta)
 
 
@@ -530,10 +591,9 @@ def main() -> int:
     parser.add_argument("--machine", default="h200")
     parser.add_argument("--results-dir", type=pathlib.Path, default=HERE / "results")
     parser.add_argument("--iterations", type=int, default=20)
-    parser.add_argument("--repeats", type=int, default=9,
-                        help="samples in each train-step process (cheap beside the process's start-up)")
     parser.add_argument("--pairs", type=int, default=5, help="alternating cuda/cudadev samples (at least 5)")
-    parser.add_argument("--train-pairs", type=int, default=5, help="alternating cuda/cudadev train-step processes (at least 5)")
+    parser.add_argument("--train-pairs", type=int, default=15,
+                        help="alternating cuda/cudadev train-step samples, from two live processes (at least 5)")
     parser.add_argument("--parts", default=",".join(PARTS),
                         help=f"comma list of {', '.join(PARTS)} (default: all); a partial run saves to "
                              "compile_<machine>_<parts>.*")
@@ -541,9 +601,10 @@ def main() -> int:
                         help=f"comma list of the train steps to run: {', '.join(TRAIN_MODELS)} (default: both)")
     parser.add_argument("--child-train", choices=tuple(TRAIN_MODELS), help=argparse.SUPPRESS)
     parser.add_argument("--child-device", help=argparse.SUPPRESS)
+    parser.add_argument("--child-cpu", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_train:
-        print(json.dumps(train_step_child(args.child_train, args.child_device, args.iterations, args.repeats)))
+        train_step_child(args.child_train, args.child_device, args.iterations, args.child_cpu)
         return 0
     parts = tuple(part for part in args.parts.split(",") if part)
     unknown = sorted(set(parts) - set(PARTS))
@@ -564,7 +625,7 @@ def main() -> int:
         plot(rows, meta, stem.with_suffix(".png"))
         print(f"saved {len(rows)} rows", flush=True)
 
-    rows, meta = run(args.iterations, args.repeats, args.pairs, args.train_pairs, save, parts, train_models)
+    rows, meta = run(args.iterations, args.pairs, args.train_pairs, save, parts, train_models)
     print(table(rows, meta))
     problem = plot(rows, meta, stem.with_suffix(".png"))
     if problem:
