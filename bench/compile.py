@@ -361,7 +361,8 @@ PARTS = ("compile", "steady", "train", "graphs")
 
 
 def run(iterations: int, pairs: int, train_pairs: int, save,
-        parts: tuple[str, ...] = PARTS, train_models: tuple[str, ...] = tuple(TRAIN_MODELS)) -> tuple[list[dict], dict]:
+        parts: tuple[str, ...] = PARTS, train_models: tuple[str, ...] = tuple(TRAIN_MODELS),
+        train_iterations: int = 50) -> tuple[list[dict], dict]:
     """The measurements of `parts` (compile times, steady-state forward rows,
     train steps); save(rows, meta) is called after each model, so a run cut
     short still leaves what it measured."""
@@ -378,6 +379,7 @@ def run(iterations: int, pairs: int, train_pairs: int, save,
         "cpu": cpu_model(), "logical_cpus": os.cpu_count(), "gpu": torch.cuda.get_device_name(0),
         "torch": torch.__version__, "python": platform.python_version(), "devbridge": devbridge.__version__,
         "commit": git_commit(), "iterations": iterations, "pairs": pairs, "train_pairs": train_pairs,
+        "train_iterations": train_iterations,
         "kernels": kernels, "triton": triton.__version__, "parts": list(parts), "train_models": list(train_models),
     }  # fmt: skip
     if "compile" in parts:
@@ -386,7 +388,7 @@ def run(iterations: int, pairs: int, train_pairs: int, save,
     if "steady" in parts:
         steady_rows(rows, kernels, iterations, pairs, save, meta)
     if "train" in parts:
-        train_rows(rows, iterations, train_pairs, save, meta, train_models)
+        train_rows(rows, train_iterations, train_pairs, save, meta, train_models)
     if "graphs" in parts:
         graph_rows(rows, iterations, pairs, save, meta)
     return rows, meta
@@ -590,7 +592,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--machine", default="h200")
     parser.add_argument("--results-dir", type=pathlib.Path, default=HERE / "results")
-    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--iterations", type=int, default=20, help="steps per sample of a forward model")
+    parser.add_argument("--train-iterations", type=int, default=50,
+                        help="train steps per sample (a sample of 20 steps, 60 ms, caught the host's jitter)")
     parser.add_argument("--pairs", type=int, default=5, help="alternating cuda/cudadev samples (at least 5)")
     parser.add_argument("--train-pairs", type=int, default=15,
                         help="alternating cuda/cudadev train-step samples, from two live processes (at least 5)")
@@ -625,7 +629,7 @@ def main() -> int:
         plot(rows, meta, stem.with_suffix(".png"))
         print(f"saved {len(rows)} rows", flush=True)
 
-    rows, meta = run(args.iterations, args.pairs, args.train_pairs, save, parts, train_models)
+    rows, meta = run(args.iterations, args.pairs, args.train_pairs, save, parts, train_models, args.train_iterations)
     print(table(rows, meta))
     problem = plot(rows, meta, stem.with_suffix(".png"))
     if problem:
