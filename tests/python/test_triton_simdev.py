@@ -241,8 +241,12 @@ def test_the_front_end_compiles_while_a_kernel_is_interpreted(monkeypatch, tmp_p
     """Triton's interpreter patches triton.language process-wide while a launch
     runs on simdev's worker; the host thread compiling the next kernel
     meanwhile (torch.compile compiles a backward while the forward runs) must
-    still see triton.language as the front end knows it."""
-    import time
+    still see triton.language as the front end knows it.
+
+    The launch is held in the middle, its patches applied, until the compile
+    has had its chance: waiting for the launch to show up instead missed
+    launches that ran between two looks on a machine of many cores."""
+    import threading
 
     from torch_simdev.triton_target import interpreter
 
@@ -251,12 +255,37 @@ def test_the_front_end_compiles_while_a_kernel_is_interpreted(monkeypatch, tmp_p
     x, out = torch.ones(n, device="simdev"), torch.empty(n, device="simdev")
     kernels.add_kernel[(1,)](x, x, out, n, BLOCK=16)
     torch.accelerator.synchronize()
-    kernels.add_kernel[(n // 16,)](x, x, out, n, BLOCK=16)  # 4096 programs, interpreted on the worker
-    deadline = time.monotonic() + 30
-    while not interpreter._current and time.monotonic() < deadline:
-        time.sleep(1e-4)
-    assert interpreter._current, "the launch never started"
-    kernels.add_kernel[(n // 512,)](x, out, out, n, BLOCK=512)  # compiled now, during that launch
+
+    patched, resume = threading.Event(), threading.Event()
+    begin = interpreter._begin
+
+    def begin_and_hold(*args, **kwargs):
+        launch = begin(*args, **kwargs)  # triton.language is patched from here on
+        if not patched.is_set():
+            patched.set()
+            resume.wait(30)
+        return launch
+
+    monkeypatch.setattr(interpreter, "_begin", begin_and_hold)
+    failures = []
+
+    def compile_and_launch():
+        try:
+            kernels.add_kernel[(n // 512,)](x, out, out, n, BLOCK=512)  # compiled now, during that launch
+        except BaseException as error:  # reported by the main thread
+            failures.append(error)
+
+    host = threading.Thread(target=compile_and_launch)
+    try:
+        kernels.add_kernel[(n // 16,)](x, x, out, n, BLOCK=16)  # interpreted on the worker, held in _begin
+        assert patched.wait(30), "the launch never started"
+        host.start()
+        host.join(2)  # the front end waits for the held launch; without that it compiles under its patches
+    finally:
+        resume.set()
+    host.join(30)
+    assert not host.is_alive(), "the compile never finished after the launch"
+    assert not failures, f"the front end failed while a launch was interpreted: {failures[0]!r}"
     assert torch.equal(out.cpu(), torch.full((n,), 3.0))
 
 
