@@ -152,9 +152,7 @@ step build_simdev 180 "${PIP_INSTALL[@]}" "$ROOT/plugins/simdev"
 # autoloaded: proves devbridge and simdev on the oldest supported torch, and
 # the DLPack numbers on it. Runs before cudadev is installed (one PrivateUse1
 # plugin per process; autoload would load both).
-# Two intra-op threads per worker: eight workers each taking every core for
-# simdev's CPU kernels (convolutions, matmuls) oversubscribe the machine.
-{ want tests || want simdev; } && step pytest_simdev 300 env TORCH_DEVICE_BACKEND_AUTOLOAD=1 OMP_NUM_THREADS=2 "${PYTEST[@]}" -q -n 8 --dist loadfile \
+{ want tests || want simdev; } && step pytest_simdev 300 env TORCH_DEVICE_BACKEND_AUTOLOAD=1 "${PYTEST[@]}" -q -n 8 --dist loadfile \
   "$ROOT/tests/python" "$ROOT/plugins/simdev/tests/python" --junitxml="$OUT/junit_simdev.xml"
 { want tests || want simdev; } && step check_simdev 60 bash -c 'TORCH_DEVICE_BACKEND_AUTOLOAD=1 "$0" -m devbridge check --json >"$1"' \
   "$PY" "$OUT/check_simdev.json"
