@@ -283,7 +283,7 @@ def train_step_child(model_name: str, device: str, iterations: int, cpu: int) ->
     def reply(**message):
         print(CHILD_REPLY + json.dumps(message), flush=True)
 
-    reply(ready=True, first_step_ms=first)
+    reply(ready_at=time.time(), first_step_ms=first)
     for request in sys.stdin:
         if request.strip() == "sample":
             step()  # the other process ran last: one untimed step refills caches and queues
@@ -302,7 +302,7 @@ class TrainChild:
         env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0",
                    DEVBRIDGE_BENCH_CACHE=str(CACHE / f"train-{model_name}-{device}"))
         self.stderr = tempfile.TemporaryFile(mode="w+")
-        self.began = time.perf_counter()
+        self.began = time.time()  # wall clock: the child reports when it became ready on the same clock
         self.process = subprocess.Popen(
             [sys.executable, __file__, "--child-train", model_name, "--child-device", device,
              "--iterations", str(iterations), "--child-cpu", str(cpu)],
@@ -342,7 +342,7 @@ def train_steps(model_name: str, pairs: int, iterations: int, devices: tuple[str
         for device, child in children.items():  # both compile at once; each waits for its own
             ready = child.ask()
             results[device] = {"samples": [], "first_step_ms": ready["first_step_ms"],
-                               "start_s": time.perf_counter() - child.began}
+                               "start_s": ready["ready_at"] - child.began}
             print(f"train step {model_name} on {device}: ready after {results[device]['start_s']:.0f} s", flush=True)
         for pair in range(pairs):
             for device in (devices if pair % 2 == 0 else devices[::-1]):
