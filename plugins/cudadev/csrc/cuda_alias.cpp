@@ -13,8 +13,10 @@ constexpr auto kCudadev = c10::DeviceType::PrivateUse1;
 
 // Deleter of an alias storage's DataPtr: the alias keeps its cudadev storage
 // (and so the memory) alive, whatever happens to the cudadev tensor meanwhile.
-void release_storage_reference(void* context) noexcept {
-  delete static_cast<c10::Storage*>(context);
+// The context is a reference to the cudadev StorageImpl, released from a
+// c10::Storage (no heap allocation of its own).
+void release_storage_impl(void* context) noexcept {
+  c10::intrusive_ptr<c10::StorageImpl>::reclaim(static_cast<c10::StorageImpl*>(context));
 }
 
 // The allocator of alias storages. A CUDA kernel that grows an alias storage
@@ -64,13 +66,6 @@ void check_aliasable(const at::Tensor& cudadev_tensor, c10::DeviceIndex device) 
                         " got a tensor on ", cudadev_tensor.device());
 }
 
-// Deleter of a DirectAliases alias storage's DataPtr: the context is a
-// reference to the cudadev StorageImpl, released from a c10::Storage (one
-// allocation fewer per alias than a heap-allocated Storage).
-void release_storage_impl(void* context) noexcept {
-  c10::intrusive_ptr<c10::StorageImpl>::reclaim(static_cast<c10::StorageImpl*>(context));
-}
-
 bool same_geometry(const at::Tensor& a, const at::Tensor& b) {
   return a.sizes().equals(b.sizes()) && a.strides().equals(b.strides()) &&
          a.storage_offset() == b.storage_offset();
@@ -82,24 +77,29 @@ c10::cuda::CUDAStream current_stream_as_cuda(c10::DeviceIndex idx) {
   return c10::cuda::getStreamFromExternal(current_native_stream(idx), idx);
 }
 
-c10::Storage AliasScope::alias_storage_for(const c10::Storage& cudadev_storage) {
+void AliasScope::reserve(size_t num_tensors) {
+  storages_.reserve(num_tensors);
+  tensors_.reserve(num_tensors);
+}
+
+size_t AliasScope::alias_storage_for(const c10::Storage& cudadev_storage) {
   c10::StorageImpl* impl = cudadev_storage.unsafeGetStorageImpl();
-  for (const StoragePair& pair : storages_) {
-    if (pair.cudadev.unsafeGetStorageImpl() == impl) {
-      return pair.alias;
+  for (size_t i = 0; i < storages_.size(); ++i) {
+    if (storages_[i].cudadev.unsafeGetStorageImpl() == impl) {
+      return i;
     }
   }
   // mutable_data() materialises a copy-on-write storage first, so a kernel
   // writing through the alias never writes into memory another tensor shares.
   void* data = impl->mutable_data();
   const size_t nbytes = impl->nbytes();
-  c10::DataPtr data_ptr(data, new c10::Storage(cudadev_storage), &release_storage_reference,
-                        c10::Device(c10::DeviceType::CUDA, device_));
+  c10::DataPtr data_ptr(data, c10::Storage(cudadev_storage).unsafeReleaseStorageImpl(),
+                        &release_storage_impl, c10::Device(c10::DeviceType::CUDA, device_));
   c10::Storage alias(c10::make_intrusive<c10::StorageImpl>(
       c10::StorageImpl::use_byte_size_t(), nbytes, std::move(data_ptr),
       &alias_storage_allocator(), impl->resizable()));
-  storages_.push_back(StoragePair{cudadev_storage, alias, data, nbytes});
-  return alias;
+  storages_.push_back(StoragePair{cudadev_storage, std::move(alias), data, nbytes});
+  return storages_.size() - 1;
 }
 
 c10::Storage AliasScope::cudadev_storage_for(const c10::Storage& cuda_storage) {
@@ -133,9 +133,9 @@ at::Tensor AliasScope::to_cuda(const at::Tensor& cudadev_tensor) {
     }
   }
   check_aliasable(cudadev_tensor, device_);
-  at::Tensor alias =
-      tensor_over(alias_storage_for(cudadev_tensor.storage()), c10::DispatchKey::CUDA, cudadev_tensor);
-  tensors_.push_back(TensorPair{cudadev_tensor, alias});
+  const size_t storage = alias_storage_for(cudadev_tensor.storage());
+  at::Tensor alias = tensor_over(storages_[storage].alias, c10::DispatchKey::CUDA, cudadev_tensor);
+  tensors_.push_back(TensorPair{cudadev_tensor, alias, storage});
   return alias;
 }
 
@@ -168,10 +168,14 @@ void AliasScope::write_back() {
   for (TensorPair& pair : tensors_) {
     c10::TensorImpl* impl = pair.cudadev.unsafeGetTensorImpl();
     // A kernel may have pointed the alias at other memory (set_-style out=
-    // kernels); the cudadev tensor follows.
-    c10::Storage storage = cudadev_storage_for(pair.alias.storage());
-    if (storage.unsafeGetStorageImpl() != pair.cudadev.storage().unsafeGetStorageImpl()) {
-      impl->set_storage_keep_dtype(std::move(storage));
+    // kernels); the cudadev tensor follows. (The usual case, the alias still
+    // on the storage made for it, needs no search.)
+    const c10::StorageImpl* alias_storage = pair.alias.storage().unsafeGetStorageImpl();
+    if (alias_storage != storages_[pair.storage].alias.unsafeGetStorageImpl()) {
+      c10::Storage storage = cudadev_storage_for(pair.alias.storage());
+      if (storage.unsafeGetStorageImpl() != pair.cudadev.storage().unsafeGetStorageImpl()) {
+        impl->set_storage_keep_dtype(std::move(storage));
+      }
     }
     if (!same_geometry(pair.cudadev, pair.alias)) {
       impl->set_sizes_and_strides(pair.alias.sizes(), pair.alias.strides(),

@@ -37,6 +37,10 @@ class AliasScope {
   AliasScope(const AliasScope&) = delete;
   AliasScope& operator=(const AliasScope&) = delete;
 
+  // Room for `num_tensors` aliases, so that a call aliasing long tensor
+  // lists (the multi-tensor operators, foreach.cpp) grows no vector.
+  void reserve(size_t num_tensors);
+
   // The CUDA alias of a cudadev tensor on this scope's device; the same
   // TensorImpl for the same cudadev tensor within the scope.
   at::Tensor to_cuda(const at::Tensor& cudadev_tensor);
@@ -60,9 +64,11 @@ class AliasScope {
   struct TensorPair {
     at::Tensor cudadev;
     at::Tensor alias;
+    size_t storage;  // the index of the alias's StoragePair
   };
 
-  c10::Storage alias_storage_for(const c10::Storage& cudadev_storage);
+  // The index of the StoragePair of a cudadev storage, made if new.
+  size_t alias_storage_for(const c10::Storage& cudadev_storage);
   c10::Storage cudadev_storage_for(const c10::Storage& cuda_storage);
 
   c10::DeviceIndex device_;

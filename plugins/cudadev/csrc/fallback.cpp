@@ -195,6 +195,11 @@ void run_cuda_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/
 
   c10::cuda::CUDAStreamGuard on_cudadev_stream(current_stream_as_cuda(idx));
   AliasScope scope(idx);
+  size_t num_tensors = 0;
+  for (size_t i = first_argument; i < stack->size(); ++i) {
+    for_each_tensor((*stack)[i], [&num_tensors](const at::Tensor&) { ++num_tensors; });
+  }
+  scope.reserve(num_tensors);
   for (size_t i = first_argument; i < stack->size(); ++i) {
     c10::IValue& argument = (*stack)[i];
     if (argument.isDevice() && argument.toDevice().type() == kCudadev) {

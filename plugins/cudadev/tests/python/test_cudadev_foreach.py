@@ -50,6 +50,14 @@ OPERATIONS = {
     "_foreach_sqrt": lambda xs, ys: torch._foreach_sqrt([x.abs() for x in xs]),
     "_foreach_norm.Scalar": lambda xs, ys: torch._foreach_norm(xs),
     "_foreach_zero_": lambda xs, ys: torch._foreach_zero_(xs),
+    # The same tensors as two arguments: one alias each, as on torch.cuda.
+    "_foreach_add_.List on itself": lambda xs, ys: torch._foreach_add_(xs, xs, alpha=0.5),
+    "_foreach_addcmul_.Scalar, one list twice": lambda xs, ys: torch._foreach_addcmul_(xs, ys, ys, value=0.1),
+    # A 0-dim CPU tensor: the unboxed kernel leaves the call to the boxed fallback, CUDA's kernel takes it.
+    "_foreach_mul.Tensor, a CPU scalar": lambda xs, ys: torch._foreach_mul(xs, torch.tensor(3.0)),
+    "_foreach_pow.ScalarAndTensor": lambda xs, ys: torch._foreach_pow(2.0, ys),
+    "_foreach_copy_": lambda xs, ys: torch._foreach_copy_(xs, ys),
+    "_foreach_maximum_.List": lambda xs, ys: torch._foreach_maximum_(xs, ys),
 }
 
 
@@ -71,6 +79,20 @@ def test_gives_cudas_values_with_cudas_kernels(name):
     assert launched["cudadev"] == launched["cuda"], (
         f"{name} launched other kernels on cudadev than on torch.cuda:\n"
         f"cudadev: {launched['cudadev']}\ncuda: {launched['cuda']}")
+
+
+def test_views_sharing_a_storage_and_strided_views_give_cudas_values():
+    results = {}
+    for device in ("cudadev", "cuda"):
+        base = torch.arange(48, dtype=torch.float32).reshape(6, 8).to(device)
+        other = torch.arange(48, dtype=torch.float32).reshape(8, 6).to(device)
+        xs = [base[0], base[1:3], base[:, 5], other.t()]  # one storage, and a transposed view
+        ys = [x * 0 + 2 for x in xs]
+        torch._foreach_addcmul_(xs, ys, ys, value=0.25)
+        sums = torch._foreach_add(xs, ys)
+        results[device] = [base.cpu(), other.cpu(), *[s.cpu() for s in sums]]
+    for got, expected in zip(results["cudadev"], results["cuda"]):
+        torch.testing.assert_close(got, expected, rtol=0, atol=0)
 
 
 def test_the_multi_tensor_kernel_is_one_launch_for_the_whole_list():

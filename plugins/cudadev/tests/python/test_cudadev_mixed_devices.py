@@ -108,6 +108,15 @@ FALLBACK_SAMPLES = [
     Sample("aten::index_put_", lambda t: ([t(4, 3), [t(2).long() % 4], t(2, 3)], {}), reaches="aten::_index_put_impl_"),
 ]
 
+# Multi-tensor operators with foreach.cpp's unboxed kernels (which hand mixed calls to the fallback).
+MULTI_TENSOR_SAMPLES = [
+    Sample("aten::_foreach_add_.List", lambda t: ([[t(2, 3), t(4)], [t(2, 3), t(4)]], {})),
+    Sample("aten::_foreach_addcdiv_.ScalarList",
+           lambda t: ([[t(2, 3), t(4)], [t(2, 3), t(4)], [t(2, 3), t(4)], [0.5, 0.25]], {})),
+    Sample("aten::_foreach_mul_.Tensor", lambda t: ([[t(2, 3), t(4)], t()], {})),
+    Sample("aten::_foreach_sqrt", lambda t: ([[t(2, 3), t(4)]], {})),
+]
+
 
 # ---------------------------------------------------------------- the coverage
 
@@ -127,8 +136,9 @@ def registered_in_cudadev(name: str) -> bool:
     return registered_from(name) is not None
 
 
-# foreach.cpp registers the multi-tensor operators to the boxed fallback's own CUDA path (run_cuda_kernel) by
-# name, so their device checks are the fallback's own, sampled in FALLBACK_SAMPLES.
+# foreach.cpp registers the multi-tensor operators by name: to the boxed fallback's own CUDA path
+# (run_cuda_kernel), or to an unboxed kernel that leaves every call with a tensor of another device to that
+# path. So their device checks are the fallback's own, sampled in FALLBACK_SAMPLES and MULTI_TENSOR_SAMPLES.
 FALLBACK_BY_NAME = "foreach.cpp"
 
 
@@ -303,6 +313,12 @@ def test_a_registered_operator_takes_other_devices_tensors_where_torch_cuda_does
 
 @pytest.mark.parametrize("sample", FALLBACK_SAMPLES, ids=str)
 def test_the_fallback_takes_other_devices_tensors_where_torch_cuda_does(sample):
+    check_like_cuda(sample, own_check=False)
+
+
+@pytest.mark.parametrize("sample", MULTI_TENSOR_SAMPLES, ids=str)
+def test_a_multi_tensor_operator_takes_other_devices_tensors_where_torch_cuda_does(sample):
+    assert registered_from(sample.op) == FALLBACK_BY_NAME, sample.op
     check_like_cuda(sample, own_check=False)
 
 
