@@ -14,7 +14,8 @@
 # "simdev" and "cudadev" (the two halves of "tests": simdev's suite and check;
 # cudadev's check, suite and the GPU-marked tests), "compile_bench" (the
 # torch.compile benchmark alone), "train_profile" (where the time of a
-# compiled train step goes, bench/train_profile.py; only when named); unset,
+# compiled train step goes, bench/train_profile.py and
+# bench/multi_tensor_host.py; only when named); unset,
 # tests and bench.
 #
 # Every step writes its own log under $OUT and records its exit status in
@@ -215,6 +216,9 @@ want bench && step bench_triton_launch 240 "$PY" "$ROOT/bench/triton_launch.py" 
   step "train_profile_$model" 280 "$PY" "$ROOT/bench/train_profile.py" --model "$model" \
     --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT"
 done
+# ... and the optimizer's multi-tensor operators alone (bench/multi_tensor_host.py).
+[[ ,$PART, == *,train_profile,* ]] && step multi_tensor_host 120 "$PY" "$ROOT/bench/multi_tensor_host.py" \
+  --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT"
 # BENCH_COMPILE_PARTS (a comma list of compile, steady, train, graphs; default
 # all four, saved as compile_<machine>.*) runs part of it when the whole no longer fits one call;
 # graphs is reduce-overhead (graph capture) against cuda and against default

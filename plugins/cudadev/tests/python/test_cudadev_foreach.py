@@ -53,7 +53,7 @@ OPERATIONS = {
     # The same tensors as two arguments: one alias each, as on torch.cuda.
     "_foreach_add_.List on itself": lambda xs, ys: torch._foreach_add_(xs, xs, alpha=0.5),
     "_foreach_addcmul_.Scalar, one list twice": lambda xs, ys: torch._foreach_addcmul_(xs, ys, ys, value=0.1),
-    # A 0-dim CPU tensor: the unboxed kernel leaves the call to the boxed fallback, CUDA's kernel takes it.
+    # A 0-dim CPU tensor beside cudadev lists: CUDA's kernel takes it, as on torch.cuda.
     "_foreach_mul.Tensor, a CPU scalar": lambda xs, ys: torch._foreach_mul(xs, torch.tensor(3.0)),
     "_foreach_pow.ScalarAndTensor": lambda xs, ys: torch._foreach_pow(2.0, ys),
     "_foreach_copy_": lambda xs, ys: torch._foreach_copy_(xs, ys),

@@ -108,7 +108,8 @@ FALLBACK_SAMPLES = [
     Sample("aten::index_put_", lambda t: ([t(4, 3), [t(2).long() % 4], t(2, 3)], {}), reaches="aten::_index_put_impl_"),
 ]
 
-# Multi-tensor operators with foreach.cpp's unboxed kernels (which hand mixed calls to the fallback).
+# Multi-tensor operators, registered by name to the fallback's CUDA path (foreach.cpp): one list element (or
+# the scalar tensor) at a time on another device.
 MULTI_TENSOR_SAMPLES = [
     Sample("aten::_foreach_add_.List", lambda t: ([[t(2, 3), t(4)], [t(2, 3), t(4)]], {})),
     Sample("aten::_foreach_addcdiv_.ScalarList",
@@ -136,9 +137,8 @@ def registered_in_cudadev(name: str) -> bool:
     return registered_from(name) is not None
 
 
-# foreach.cpp registers the multi-tensor operators by name: to the boxed fallback's own CUDA path
-# (run_cuda_kernel), or to an unboxed kernel that leaves every call with a tensor of another device to that
-# path. So their device checks are the fallback's own, sampled in FALLBACK_SAMPLES and MULTI_TENSOR_SAMPLES.
+# foreach.cpp registers the multi-tensor operators to the boxed fallback's own CUDA path (run_cuda_kernel) by
+# name, so their device checks are the fallback's own, sampled in MULTI_TENSOR_SAMPLES.
 FALLBACK_BY_NAME = "foreach.cpp"
 
 
