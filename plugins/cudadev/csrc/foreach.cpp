@@ -18,11 +18,14 @@
 // PrivateUse1 kernel gets the fallback's CUDA path (fallback.cpp). Their out=
 // forms have no CUDA kernel and keep the composite loop, as on torch.cuda.
 //
-// Host cost (bench/multi_tensor_host.py, H200): about 1 us per call and 0.3 us
-// per tensor more than torch.cuda's own call, which is what making and
-// releasing a CUDA alias per tensor costs (cuda_alias.h). Boxing is not it:
-// unboxed kernels for these operators (tried at commit 8ddd1b4) saved 0.1 us
-// per call and 0.06 us per tensor, and were taken out again.
+// Host cost (bench/multi_tensor_host.py, H200): 1-3 us per call and 0.3-0.55
+// us per tensor argument more than torch.cuda's own call, by the host's load;
+// what the fallback does per tensor is make and release a CUDA alias
+// (cuda_alias.h). Boxing is not what costs: unboxed kernels for these
+// operators, tried at commit 8ddd1b4, gave _foreach_lerp_.Scalar a gap to
+// torch.cuda within 0.1 us per call and 0.06 us per tensor of the gap that
+// _foreach_lerp_.ScalarList, left on the fallback, had in the same run; they
+// were taken out again.
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
