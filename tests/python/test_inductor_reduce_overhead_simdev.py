@@ -126,6 +126,10 @@ def test_replays_follow_the_current_stream_under_the_delay():
     compiled(x, w1, w2)
     compiled(x, w1, w2)  # captured
     side = torch.Stream(device="simdev:0")
+    # The replays below share the graph's memory with the one just queued on
+    # the default stream: the side stream must come after it, as on
+    # torch.cuda (unordered, the two replays race on the graph's buffers).
+    side.wait_stream(torch.accelerator.current_stream())
     torch.simdev.set_op_delay_us(2000)
     for seed in (5, 6):
         new = host(8, 32, seed=seed)
