@@ -35,16 +35,16 @@ CALLS = 200
 REPEATS = 5
 
 
-def operations(torch):
+def operations(torch, device: str):
     def adamw_step(n):
-        params = [torch.nn.Parameter(torch.randn(1024, device=DEVICE)) for _ in range(n)]
+        params = [torch.nn.Parameter(torch.randn(1024, device=device)) for _ in range(n)]
         for p in params:
             p.grad = torch.randn_like(p)
         optimizer = torch.optim.AdamW(params, lr=1e-3, foreach=True)
         return optimizer.step
 
     def lists(n, count):
-        return [[torch.rand(1024, device=DEVICE) + 1 for _ in range(n)] for _ in range(count)]
+        return [[torch.rand(1024, device=device) + 1 for _ in range(n)] for _ in range(count)]
 
     def on_lists(count, call):
         def make(n):
@@ -63,12 +63,7 @@ def operations(torch):
     }
 
 
-DEVICE = "cuda"
-
-
 def child(device: str) -> None:
-    global DEVICE
-    DEVICE = device
     import torch
 
     if device == "cudadev":
@@ -79,7 +74,7 @@ def child(device: str) -> None:
             torch.accelerator.synchronize()
 
     results = {}
-    for name, make in operations(torch).items():
+    for name, make in operations(torch, device).items():
         for n in SIZES:
             try:
                 call = make(n)
