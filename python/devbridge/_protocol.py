@@ -150,11 +150,18 @@ def _is_ascend(ext_tensor) -> bool:
 # ---------------------------------------------------------------- export
 
 
-def _export(tensor, *, stream=_DEFAULT_STREAM, max_version=None, dl_device=None, copy=None):
+_TAKES_READ_ONLY = api.dlpack_takes_read_only()
+
+
+def _export(tensor, *, stream=_DEFAULT_STREAM, max_version=None, dl_device=None, copy=None, **more):
+    read_only = _read_only(more)
     if tensor.requires_grad:  # as torch's own __dlpack__ (the C table allows it)
         raise BufferError("Can't export tensors that require gradient, use tensor.detach()")
     _check_stream(tensor, stream)
     versioned = _versioned(max_version)
+    if read_only and not versioned:  # torch's own message (2.14)
+        raise BufferError("read_only export requires the versioned DLPack protocol; "
+                          "pass max_version=(1, 0) or higher")
     if copy is not None and type(copy) is not bool:
         raise TypeError(f"devbridge: __dlpack__(copy=...) takes None, True or False, got {copy!r}")
     target = _target_device(tensor, dl_device)
@@ -167,7 +174,7 @@ def _export(tensor, *, stream=_DEFAULT_STREAM, max_version=None, dl_device=None,
     consumer = None if stream == -1 else _C._order_consumer_stream(
         tensor.device.type, tensor.device.index, stream)
     if not moving and not copy:
-        return _C._dlpack_capsule(tensor, versioned, False)
+        return _C._dlpack_capsule(tensor, versioned, False, read_only)
     if consumer is not None:
         stream_id, device_index, device_type = consumer
         consumer = torch.Stream(stream_id=stream_id, device_index=device_index, device_type=device_type)
@@ -177,7 +184,16 @@ def _export(tensor, *, stream=_DEFAULT_STREAM, max_version=None, dl_device=None,
         # The copy read `tensor` on the consumer's stream: the caching
         # allocator must not hand its memory to another stream before that.
         tensor.record_stream(consumer)
-    return _C._dlpack_capsule(exported, versioned, True)
+    return _C._dlpack_capsule(exported, versioned, True, read_only)
+
+
+def _read_only(more: dict) -> bool:
+    """read_only= where torch's own __dlpack__ takes it (torch 2.14); any
+    other keyword is the TypeError Python gives for an unknown argument."""
+    read_only = more.pop("read_only", False) if _TAKES_READ_ONLY else False
+    if more:
+        raise TypeError(f"__dlpack__() got an unexpected keyword argument '{next(iter(more))}'")
+    return bool(read_only)
 
 
 def _check_stream(tensor, stream) -> None:

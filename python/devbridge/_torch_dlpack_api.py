@@ -1,13 +1,13 @@
 """Every torch name devbridge's Python DLPack protocol (_protocol.py) touches,
-and nothing else, with the torch versions each was checked on: 2.11.0 (the
-H200) and 2.13.0 (CI); 2.12 lies between the two and is accepted. Another
-version is refused by check_version(), which install() calls before patching
+and nothing else, with the torch versions each was checked on: 2.11.0 (a
+GPU machine), 2.13.0 and 2.14.1 (CI); 2.12 lies between two of them and is
+accepted (the ranges: _versions.py). Another version is refused by check_version(), which install() calls before patching
 anything, so an unknown torch fails with the fix instead of exporting wrongly.
 
   torch.Tensor.__dlpack__          Python methods of torch/_tensor.py with the
   torch.Tensor.__dlpack_device__   keyword-only signature (stream=-1,
                                    max_version=None, dl_device=None,
-                                   copy=None) in 2.11 and 2.13 (also checked by
+                                   copy=None) in 2.11, 2.13 and 2.14 (also checked by
                                    signature; 2.11's stream default is read
                                    from it). Replaced on the class by
                                    wrappers that call them, unchanged, for
@@ -16,8 +16,12 @@ anything, so an unknown torch fails with the fix instead of exporting wrongly.
                                    the literal "privateuse1", so a renamed
                                    backend's tensors raise "Unknown device
                                    type" there, and the stream is ignored.
+  read_only= of Tensor.__dlpack__  2.14 only (torch/_tensor.py): plugin tensors
+                                   take it where torch's method does
+                                   (dlpack_takes_read_only), with torch's
+                                   BufferError for an unversioned export.
   torch.utils.dlpack.from_dlpack   (= torch.from_dlpack) replaced only while an
-                                   Ascend option is on (2.11, 2.13): torch's
+                                   Ascend option is on (2.11, 2.13, 2.14): torch's
                                    importer does not know device type 21.
   torch.utils.dlpack.DLDeviceType  the enum __dlpack_device__ returns (public;
                                    it has no kAscend member).
@@ -35,9 +39,8 @@ import inspect
 
 import torch
 
-from ._versions import torch_minor
-
-CHECKED_VERSIONS = ("2.11", "2.12", "2.13")
+from ._versions import TORCH_ACCEPTED as CHECKED_VERSIONS  # noqa: F401  (the range, in _versions.py)
+from ._versions import require_checked
 # What devbridge implements for plugin tensors; torch's method must take at
 # least these (later torches add more, e.g. read_only: plugin tensors refuse
 # those with a TypeError, every other tensor gets torch's own handling).
@@ -45,17 +48,17 @@ _DLPACK_PARAMETERS = {"stream", "max_version", "dl_device", "copy"}
 
 
 def check_version() -> None:
-    """Raise RuntimeError naming the fix unless this torch was checked."""
-    minor = torch_minor()
+    """Raise RuntimeError naming the fix unless this torch was checked (or the
+    opt-in is set) and its Tensor.__dlpack__ takes what devbridge implements."""
+    require_checked("torch", "devbridge's Python DLPack protocol",
+                    also="or call devbridge.install(python_protocol=False) to install only the C exchange table")
     parameters = list(inspect.signature(original_dlpack()).parameters)
-    takes_ours = _DLPACK_PARAMETERS <= set(parameters)
-    if minor in CHECKED_VERSIONS and takes_ours:
+    if _DLPACK_PARAMETERS <= set(parameters):
         return
-    found = f"torch {torch.__version__}" + ("" if takes_ours else f", whose Tensor.__dlpack__ takes {parameters}")
     raise RuntimeError(
-        f"devbridge: {found} is not a version devbridge's Python DLPack protocol was checked on "
-        f"({', '.join(CHECKED_VERSIONS)}); it replaces torch.Tensor.__dlpack__ and "
-        "__dlpack_device__ and so refuses rather than risk wrong exports. Call "
+        f"devbridge: torch {torch.__version__}'s Tensor.__dlpack__ takes {parameters}, not the "
+        f"{sorted(_DLPACK_PARAMETERS)} devbridge's Python DLPack protocol implements; it replaces "
+        "torch.Tensor.__dlpack__ and __dlpack_device__ and so refuses rather than risk wrong exports. Call "
         "devbridge.install(python_protocol=False) to install only the C exchange table, or "
         "update devbridge/_torch_dlpack_api.py after checking each name it lists against this torch.")
 
@@ -93,6 +96,14 @@ def plugin_device_type() -> str:
 
 def dl_device_type_enum():
     return torch.utils.dlpack.DLDeviceType
+
+
+def dlpack_takes_read_only() -> bool:
+    """Whether torch's own Tensor.__dlpack__ takes read_only= (2.14: the
+    capsule is marked DLPACK_FLAG_BITMASK_READ_ONLY; 2.11 and 2.13 do not
+    take it). devbridge's export of plugin tensors takes exactly what torch's
+    method takes, so this is the one place the difference is decided."""
+    return "read_only" in inspect.signature(original_dlpack()).parameters
 
 
 # The C function itself (a Python wrapper would cost a call per export).

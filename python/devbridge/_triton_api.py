@@ -1,5 +1,6 @@
 """Every private Triton name devbridge touches, in one place, with the Triton
-versions each was checked on (3.6.0 on the H200, 3.7.1 in CI).
+versions each was checked on (3.6.0 on a GPU machine and in CI, 3.7.1 and
+3.8.0 in CI; the ranges are in _versions.py).
 
   triton.runtime.driver.driver._active   the driver set with set_active(), or
                                          None while Triton would still create
@@ -47,24 +48,18 @@ error, never run on guesses.
 
 from __future__ import annotations
 
-CHECKED_VERSIONS = ((3, 6), (3, 7))
+from ._versions import TRITON_CHECKED, major_minor, require_checked, triton_major_minor
+
+CHECKED_VERSIONS = tuple(major_minor(v) for v in TRITON_CHECKED)  # the range, in _versions.py
 
 
 def triton_version() -> tuple[int, int]:
-    from ._versions import triton_major_minor
-
     return triton_major_minor()
 
 
 def check_version() -> None:
-    import triton
-
-    if triton_version() not in CHECKED_VERSIONS:
-        checked = ", ".join(f"{a}.{b}" for a, b in CHECKED_VERSIONS)
-        raise RuntimeError(
-            f"devbridge: Triton {triton.__version__} is not a version devbridge's Triton driver was checked on "
-            f"({checked}: the pairs of torch 2.11 and 2.13); install one of those (pip install triton==3.7.1), "
-            f"or a devbridge that supports {triton.__version__}")
+    """Refuse a Triton outside _versions.TRITON_CHECKED (or warn, with the opt-in)."""
+    require_checked("triton", "devbridge's Triton driver")
 
 
 def driver_config():

@@ -79,16 +79,21 @@ T* CapsulePointer(PyObject* capsule, const char* name) {
 
 }  // namespace
 
-PyObject* MakeDLPackCapsule(const at::Tensor& tensor, bool versioned, bool copied) {
+PyObject* MakeDLPackCapsule(const at::Tensor& tensor, bool versioned, bool copied, bool read_only) {
   if (versioned) {
     DLManagedTensorVersioned* managed = ExportOwning(tensor);
     if (copied) managed->flags |= DLPACK_FLAG_BITMASK_IS_COPIED;
+    if (read_only) managed->flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
     PyObject* capsule = PyCapsule_New(managed, kVersioned, &DestroyVersionedCapsule);
     if (capsule == nullptr) {
       managed->deleter(managed);
       throw PythonErrorAlreadySet();
     }
     return capsule;
+  }
+  if (read_only) {
+    throw Error(ErrorKind::kBuffer, "devbridge: a read-only DLPack export needs the versioned protocol (the legacy DLManagedTensor has no "
+                "flags); ask for max_version=(1, 0) or higher");
   }
   DLManagedTensor* managed = ExportOwningLegacy(tensor);
   PyObject* capsule = PyCapsule_New(managed, kLegacy, &DestroyLegacyCapsule);

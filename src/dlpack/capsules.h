@@ -14,10 +14,11 @@
 namespace devbridge {
 
 // A new reference to a capsule owning an export of `tensor` (ExportOwning /
-// ExportOwningLegacy). `copied` sets DLPACK_FLAG_BITMASK_IS_COPIED (versioned
-// only: the legacy struct has no flags). Throws devbridge::Error, or
-// PythonErrorAlreadySet when a Python call failed.
-PyObject* MakeDLPackCapsule(const at::Tensor& tensor, bool versioned, bool copied);
+// ExportOwningLegacy). `copied` sets DLPACK_FLAG_BITMASK_IS_COPIED and
+// `read_only` DLPACK_FLAG_BITMASK_READ_ONLY (versioned only: the legacy
+// struct has no flags, so read_only is refused there). Throws
+// devbridge::Error, or PythonErrorAlreadySet when a Python call failed.
+PyObject* MakeDLPackCapsule(const at::Tensor& tensor, bool versioned, bool copied, bool read_only);
 
 // Imports an unused capsule of either kind and marks it used; the tensor then
 // owns the managed tensor (its deleter runs when the storage dies). On failure

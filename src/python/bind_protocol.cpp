@@ -55,13 +55,14 @@ py::tuple OrderConsumerStream(const std::string& device_type, int index, const p
 void BindProtocol(py::module_& m) {
   m.def(
       "_dlpack_capsule",
-      [](const at::Tensor& tensor, bool versioned, bool copied) {
+      [](const at::Tensor& tensor, bool versioned, bool copied, bool read_only) {
         return KeepingPythonErrors([&] {
-          return py::reinterpret_steal<py::object>(MakeDLPackCapsule(tensor, versioned, copied));
+          return py::reinterpret_steal<py::object>(MakeDLPackCapsule(tensor, versioned, copied, read_only));
         });
       },
-      py::arg("tensor"), py::arg("versioned"), py::arg("copied"),
-      "A 'dltensor_versioned' (or legacy 'dltensor') capsule owning an export of tensor.");
+      py::arg("tensor"), py::arg("versioned"), py::arg("copied"), py::arg("read_only") = false,
+      "A 'dltensor_versioned' (or legacy 'dltensor') capsule owning an export of tensor; read_only sets "
+      "DLPACK_FLAG_BITMASK_READ_ONLY (versioned only).");
   m.def(
       "_from_dlpack_capsule",
       [](const py::object& capsule) {

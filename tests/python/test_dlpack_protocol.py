@@ -331,7 +331,7 @@ def test_cpu_tensors_behave_exactly_as_with_torch_alone(kwargs):
     assert x.__dlpack_device__() == _torch_dlpack_api.original_dlpack_device()(x)
 
 
-@pytest.mark.parametrize("args,kwargs", [((), {"read_only": True}), ((-1,), {})], ids=["keyword", "positional"])
+@pytest.mark.parametrize("args,kwargs", [((), {"not_an_argument": True}), ((-1,), {})], ids=["keyword", "positional"])
 def test_arguments_torch_does_not_take_are_torchs_errors_on_cpu(args, kwargs):
     x = torch.arange(3.0)
     assert outcome(lambda: x.__dlpack__(*args, **kwargs)) == \
@@ -340,10 +340,29 @@ def test_arguments_torch_does_not_take_are_torchs_errors_on_cpu(args, kwargs):
 
 
 @skip_without_simdev
-@pytest.mark.parametrize("args,kwargs", [((), {"read_only": True}), ((-1,), {})], ids=["keyword", "positional"])
+@pytest.mark.parametrize("args,kwargs", [((), {"not_an_argument": True}), ((-1,), {})], ids=["keyword", "positional"])
 def test_arguments_devbridge_does_not_implement_are_type_errors(args, kwargs):
     with pytest.raises(TypeError):
         torch.ones(2, device="simdev:0").__dlpack__(*args, **kwargs)
+
+
+@skip_without_simdev
+def test_read_only_is_taken_where_torchs_own_method_takes_it():
+    # torch 2.14 added read_only= (DLPACK_FLAG_BITMASK_READ_ONLY); plugin
+    # tensors take it exactly where torch's method does, with its errors.
+    x, cpu = torch.ones(2, device="simdev:0"), torch.ones(2)
+    if not _torch_dlpack_api.dlpack_takes_read_only():
+        with pytest.raises(TypeError, match="read_only"):
+            x.__dlpack__(read_only=True, max_version=(1, 3))
+        return
+    for kwargs in ({"read_only": True}, {"read_only": True, "max_version": (0, 8)}):
+        ours, torchs = outcome(lambda: x.__dlpack__(**kwargs)), outcome(lambda: cpu.__dlpack__(**kwargs))
+        assert ours[1] is torchs[1] is BufferError and "versioned" in ours[2]
+    read_only_flag = 1 << 0  # DLPACK_FLAG_BITMASK_READ_ONLY
+    for kwargs in ({"read_only": True}, {"read_only": True, "copy": True}):
+        assert describe(x.__dlpack__(max_version=(1, 3), **kwargs))["flags"] & read_only_flag
+        assert describe(cpu.__dlpack__(max_version=(1, 3), **kwargs))["flags"] & read_only_flag
+    assert not describe(x.__dlpack__(max_version=(1, 3)))["flags"] & read_only_flag
 
 
 def test_cpu_round_trips_and_signature_unchanged():
@@ -371,7 +390,8 @@ def test_uninstall_gives_torch_its_own_methods_back():
 
 def test_an_unchecked_torch_is_refused_with_the_fix(monkeypatch):
     monkeypatch.setattr(torch, "__version__", "2.99.0")
-    with pytest.raises(RuntimeError, match=r"torch 2.99.0 is not a version .*python_protocol=False"):
+    with pytest.raises(RuntimeError, match=r"torch 2.99.0 is not a release devbridge was checked on \(torch 2.11, "
+                       r".*DEVBRIDGE_ALLOW_UNCHECKED_VERSIONS=1.*python_protocol=False"):
         devbridge.install()
     devbridge.install(python_protocol=False)  # the C table alone still installs
     assert devbridge.is_installed() and not _protocol.is_installed()

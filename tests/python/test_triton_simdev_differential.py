@@ -227,31 +227,37 @@ def test_runtime_updated_helpers_run_their_new_source():
 
 
 @triton.jit
-def _permute_constexpr_tuple(x, out, DIMS: tl.constexpr, M: tl.constexpr, N: tl.constexpr):
-    i = tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :]
-    v = tl.permute(tl.load(x + i), DIMS)
-    tl.store(out + tl.arange(0, N)[:, None] * M + tl.arange(0, M)[None, :], v)
+def _sum_first_rows_with_break(x, out, ROWS: tl.constexpr, N: tl.constexpr):
+    acc = tl.zeros([N], dtype=tl.float32)
+    row = 0
+    while row < 4:
+        if row == ROWS:
+            break
+        acc += tl.load(x + row * N + tl.arange(0, N))
+        row += 1
+    tl.store(out + tl.arange(0, N), acc)
 
 
 @triton.jit
-def _permute_constexpr_dims(x, out, D0: tl.constexpr, D1: tl.constexpr, M: tl.constexpr, N: tl.constexpr):
-    i = tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :]
-    v = tl.permute(tl.load(x + i), D0, D1)
-    tl.store(out + tl.arange(0, N)[:, None] * M + tl.arange(0, M)[None, :], v)
+def _sum_first_rows(x, out, ROWS: tl.constexpr, N: tl.constexpr):
+    acc = tl.zeros([N], dtype=tl.float32)
+    for row in range(ROWS):
+        acc += tl.load(x + row * N + tl.arange(0, N))
+    tl.store(out + tl.arange(0, N), acc)
 
 
 def test_what_the_front_end_refuses_fails_as_on_a_gpu():
-    # simdev compiles through Triton's front end, as a GPU target does:
-    # tl.permute with a constexpr *tuple* of dims fails there ("object of type
-    # 'constexpr' has no len()", Triton 3.6 and 3.7.1) on every target, although
-    # TRITON_INTERPRET=1, which has no front end, runs it. The same permutation
-    # with one constexpr per dim compiles and runs.
+    # simdev compiles through Triton's front end, as a GPU target does: a
+    # `break` fails there ("unsupported AST node type: Break", Triton 3.6,
+    # 3.7.1 and 3.8.0) on every target, although TRITON_INTERPRET=1, which
+    # has no front end, runs it as Python. The same sum written as a bounded
+    # loop compiles and runs.
     x = torch.arange(32, dtype=torch.float32, device="simdev")
-    out = torch.empty(32, device="simdev")
-    with pytest.raises(triton.compiler.errors.CompilationError, match="has no len"):
-        _permute_constexpr_tuple[(1,)](x, out, (1, 0), 4, 8)
-    _permute_constexpr_dims[(1,)](x, out, 1, 0, 4, 8)
-    assert torch.equal(out.cpu().view(8, 4), torch.arange(32, dtype=torch.float32).view(4, 8).t())
+    out = torch.empty(8, device="simdev")
+    with pytest.raises(triton.compiler.errors.CompilationError, match="unsupported AST node type: Break"):
+        _sum_first_rows_with_break[(1,)](x, out, 2, 8)
+    _sum_first_rows[(1,)](x, out, 2, 8)
+    assert torch.equal(out.cpu(), torch.arange(32, dtype=torch.float32).view(4, 8)[:2].sum(0))
 
 
 def test_descriptor_parameters_it_cannot_take_are_refused_naming_the_fix():

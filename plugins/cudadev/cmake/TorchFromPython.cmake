@@ -25,6 +25,16 @@
 #   TORCH_FROM_PYTHON_VERSION torch.__version__ (e.g. "2.13.0+cpu")
 #   TORCH_FROM_PYTHON_CUDA    torch.version.cuda, empty for a CPU build
 #   TORCH_FROM_PYTHON_DIR     the torch package directory
+#   TORCH_FROM_PYTHON_CXX_STANDARD
+#                             the C++ standard torch's headers need, as torch
+#                             declares it for its own `torch` CMake target
+#                             (share/cmake/Torch/TorchConfig.cmake: 20 on 2.13
+#                             and 2.14; 17 where it declares none). It is a
+#                             compile feature of torch_from_python, so every
+#                             target that includes torch's headers compiles
+#                             with it, and torch-free targets keep their own.
+#                             torch 2.14's headers do not compile as C++17
+#                             (`requires` clauses, pytorch #178150).
 #   TORCH_FROM_PYTHON_PYBIND11_DEFINITIONS
 #                             torch's pybind11 ABI tags as compile definitions
 #                             (what torch.utils.cpp_extension adds), for an
@@ -50,6 +60,10 @@ else:
              "DIR": os.path.dirname(torch.__file__), "CXX11_ABI": str(int(torch._C._GLIBCXX_USE_CXX11_ABI))}
     for tag in ("COMPILER_TYPE", "STDLIB", "BUILD_ABI"):
         facts["PYBIND11_" + tag] = getattr(torch._C, "_PYBIND11_" + tag, "") or ""
+import re
+config = os.path.join(facts["DIR"], "share", "cmake", "Torch", "TorchConfig.cmake")
+declared = re.search(r"CXX_STANDARD\s+(\d+)", open(config).read()) if os.path.isfile(config) else None
+facts["CXX_STANDARD"] = declared.group(1) if declared else "17"
 for key, value in facts.items():
     print(f"{key}={value}")
 ]=]
@@ -94,9 +108,11 @@ target_link_libraries(torch_from_python INTERFACE
   "${TORCH_c10_LIBRARY}" "${TORCH_torch_LIBRARY}" "${TORCH_torch_cpu_LIBRARY}")
 target_compile_definitions(torch_from_python INTERFACE
   _GLIBCXX_USE_CXX11_ABI=${TORCH_FROM_PYTHON_CXX11_ABI})
+target_compile_features(torch_from_python INTERFACE cxx_std_${TORCH_FROM_PYTHON_CXX_STANDARD})
 if(NOT TORCH_FROM_PYTHON_CUDA STREQUAL "")
   add_library(torch_from_python_cuda INTERFACE)
   target_link_libraries(torch_from_python_cuda INTERFACE
     torch_from_python "${TORCH_c10_cuda_LIBRARY}" "${TORCH_torch_cuda_LIBRARY}")
 endif()
-message(STATUS "building against torch ${TORCH_FROM_PYTHON_VERSION} (${TORCH_FROM_PYTHON_DIR})")
+message(STATUS "building against torch ${TORCH_FROM_PYTHON_VERSION} (${TORCH_FROM_PYTHON_DIR}), "
+               "C++${TORCH_FROM_PYTHON_CXX_STANDARD} for the targets that include its headers")

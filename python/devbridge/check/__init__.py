@@ -39,6 +39,43 @@ def _environment(backend: Backend | None) -> dict:
     return env
 
 
+def _versions() -> dict:
+    """The releases devbridge is checked on, and whether the running ones are
+    among them (an unchecked one is refused unless the opt-in is set)."""
+    from .. import _versions as versions
+
+    running = {"torch": versions._installed("torch")}
+    try:
+        running["triton"] = versions._installed("triton")
+    except Exception:  # not installed, or broken: the Triton checks say which
+        running["triton"] = None
+    report = {
+        "checked": {"torch": list(versions.TORCH_CHECKED), "torch_accepted": list(versions.TORCH_ACCEPTED),
+                    "triton": list(versions.TRITON_CHECKED)},
+        "allow_unchecked": versions.allow_unchecked(),
+    }
+    for package, version in running.items():
+        report[package] = {"version": version,
+                           "checked": None if version is None else versions.is_checked(package, version)}
+    return report
+
+
+def _versions_line(report: dict) -> str:
+    from .. import _versions as versions
+
+    def state(package: str, name: str) -> str:
+        entry = report[package]
+        if entry["version"] is None:
+            return f"{name} not installed"
+        if entry["checked"]:
+            return f"{name} {entry['version']} checked"
+        opt_in = "allowed by " if report["allow_unchecked"] else "refused without "
+        return f"{name} {entry['version']} NOT checked ({opt_in}{versions.ALLOW_UNCHECKED_ENV}=1)"
+
+    return (f"versions: {state('torch', 'torch')}, {state('triton', 'Triton')}; "
+            f"devbridge is checked on {versions.checked_summary()}")
+
+
 def run_check_command(*, device: str | None, plugin: str | None, as_json: bool) -> int:
     """Run all checks; print the report; return the process exit code."""
     backend = None
@@ -55,10 +92,11 @@ def run_check_command(*, device: str | None, plugin: str | None, as_json: bool) 
         results = [CheckResult(name="backend", capability="PrivateUse1 backend loaded",
                                passed=False, detail=failure.detail, fix=failure.fix)]
     env = _environment(backend)
+    versions = _versions()
     if as_json:
-        print(render_json(env, results))
+        print(render_json(dict(env, versions=versions), results))
     else:
         header = "devbridge check: " + ", ".join(f"{k} {v}" for k, v in env.items())
-        print(render_text(header, results))
+        print(render_text(header + "\n" + _versions_line(versions), results))
     sys.stdout.flush()
     return 0 if all(r.passed for r in results) else 1

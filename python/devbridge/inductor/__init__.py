@@ -206,9 +206,9 @@ def register_runtime(device: str | None = None) -> str:
 
 
 def _paired_triton() -> str:
-    from ._torch_api import torch_minor
+    from .._versions import TRITON_PAIRED_WITH_TORCH, torch_minor
 
-    return {"2.11": "3.6.0", "2.12": "3.7.0", "2.13": "3.7.1"}.get(torch_minor(), "<the version torch pins>")
+    return TRITON_PAIRED_WITH_TORCH.get(torch_minor(), "<the version torch pins>")
 
 
 # ---------------------------------------------------------------- registration when Dynamo loads

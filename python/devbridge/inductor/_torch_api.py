@@ -1,6 +1,7 @@
 """Every private torch API devbridge's torch.compile integration touches, and
-nothing else. Checked on torch 2.11.0 and 2.13.0 (2.12 lies between the two
-and is accepted); another version is refused by check_version(), which
+nothing else. Checked on torch 2.11.0, 2.13.0 and 2.14.1 (2.12 lies between
+two of them and is accepted; the ranges are in _versions.py); another version
+is refused by check_version(), which
 register() calls first, so an unknown torch fails at registration with the
 fix instead of compiling wrongly.
 
@@ -72,19 +73,13 @@ import threading
 
 import torch
 
-from .._versions import torch_minor  # noqa: F401  (also inductor/__init__.py's)
-
-CHECKED_VERSIONS = ("2.11", "2.12", "2.13")
+from .._versions import TORCH_ACCEPTED as CHECKED_VERSIONS  # noqa: F401  (the range, in _versions.py)
+from .._versions import require_checked, torch_minor  # noqa: F401  (also inductor/__init__.py's)
 
 
 def check_version() -> None:
-    minor = torch_minor()
-    if minor not in CHECKED_VERSIONS:
-        raise RuntimeError(
-            f"devbridge.inductor: torch {torch.__version__} is not a version devbridge's torch.compile integration "
-            f"was checked on ({', '.join(CHECKED_VERSIONS)}); it patches private Inductor APIs that change between "
-            "releases, so it refuses rather than risk wrong code. Use a checked torch, or update "
-            "devbridge/inductor/_torch_api.py after checking each API it lists against this torch.")
+    """Refuse a torch outside _versions.TORCH_ACCEPTED (or warn, with the opt-in)."""
+    require_checked("torch", "devbridge.inductor")
 
 
 # ------------------------------------------------------------------ classes to subclass

@@ -95,9 +95,9 @@ def serves_by_default() -> bool:
     beside cudadev), Triton keeps it and activate() selects devbridge's."""
     import sys
 
-    from devbridge import _triton_api
+    from devbridge import _triton_api, _versions
 
-    if _triton_api.triton_version() not in _triton_api.CHECKED_VERSIONS:
+    if not (_versions.is_checked("triton") or _versions.allow_unchecked()):
         return False
     devbridge = sys.modules.get("devbridge")
     if devbridge is None or not hasattr(devbridge, "plugin_name"):

@@ -1,5 +1,5 @@
 """Every private Triton name simdev's Triton target touches, in one place, with
-the Triton versions each was checked on (3.6.0 and 3.7.1; the files are
+the Triton versions each was checked on (3.6.0, 3.7.1 and 3.8.0; the files are
 python/triton/runtime/interpreter.py and runtime/jit.py of each).
 
 The other modules of this package reach Triton's interpreter only through
@@ -53,7 +53,10 @@ refused, naming them, before any of these is read.
 
 from __future__ import annotations
 
-CHECKED_VERSIONS = ((3, 6), (3, 7))
+CHECKED_VERSIONS = ((3, 6), (3, 7), (3, 8))
+#: The opt-in devbridge documents for an unchecked torch or Triton; simdev's
+#: target honours the same one, with its own warning.
+ALLOW_UNCHECKED_ENV = "DEVBRIDGE_ALLOW_UNCHECKED_VERSIONS"
 
 _checked = None  # the interpreter module, once the version was checked
 
@@ -61,6 +64,12 @@ _checked = None  # the interpreter module, once the version was checked
 def _major_minor(version: str) -> tuple[int, int]:
     parts = version.split("+")[0].split(".")
     return int(parts[0]), int("".join(c for c in parts[1] if c.isdigit()) or 0)
+
+
+def _allow_unchecked() -> bool:
+    import os
+
+    return os.environ.get(ALLOW_UNCHECKED_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def interpreter():
@@ -71,8 +80,14 @@ def interpreter():
 
         if _major_minor(triton.__version__) not in CHECKED_VERSIONS:
             checked = ", ".join(f"{a}.{b}" for a, b in CHECKED_VERSIONS)
-            raise RuntimeError(f"simdev: Triton {triton.__version__} is not a version simdev's Triton target was "
-                               f"checked on ({checked}); install one of those (pip install triton==3.7.1)")
+            if not _allow_unchecked():
+                raise RuntimeError(f"simdev: Triton {triton.__version__} is not a release simdev's Triton target was "
+                                   f"checked on ({checked}); install one of those (pip install triton==3.8.0), or "
+                                   f"set {ALLOW_UNCHECKED_ENV}=1 to try this one anyway")
+            import warnings
+
+            warnings.warn(f"simdev: running its Triton target on Triton {triton.__version__}, which it was not "
+                          f"checked on ({checked}), because {ALLOW_UNCHECKED_ENV} is set", RuntimeWarning)
         import triton.runtime.interpreter as module
 
         _checked = module
