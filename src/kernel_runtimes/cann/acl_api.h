@@ -5,8 +5,8 @@
 // Why own declarations instead of including <acl/acl.h>: a user's build has
 // no CANN and no torch_npu, and the adapter must still build (it fails at run
 // time, naming CANN). CI proves every declaration below against the real
-// headers: with -DDEVBRIDGE_ACL_INCLUDE_DIR=<dir holding acl/acl.h> (the copy
-// of CANN's headers the torch-npu 2.13.0 wheel ships) the build compiles
+// headers: with -DDEVBRIDGE_ACL_INCLUDE_DIR=<dirs holding acl/acl.h> (the
+// copies of CANN's headers the torch-npu 2.13.0 and 2.14.0 wheels ship) the build compiles
 // src/kernel_runtimes/cann/acl_api_check.cpp, whose static_asserts compare each constant,
 // struct layout and function type with acl.h's (ACL 1.17).
 #pragma once
