@@ -20,6 +20,10 @@ anything, so an unknown torch fails with the fix instead of exporting wrongly.
                                    take it where torch's method does
                                    (dlpack_takes_read_only), with torch's
                                    BufferError for an unversioned export.
+  torch.utils.dlpack.ReadOnlyTensorWrapper._DLPACK_ALLOWED
+                                   2.14 only: the methods its
+                                   __torch_function__ lets through, extended
+                                   with devbridge's (allow_in_read_only_wrapper).
   torch.utils.dlpack.from_dlpack   (= torch.from_dlpack) replaced only while an
                                    Ascend option is on (2.11, 2.13, 2.14): torch's
                                    importer does not know device type 21.
@@ -82,6 +86,22 @@ def original_from_dlpack():
 def set_tensor_methods(dlpack, dlpack_device) -> None:
     torch.Tensor.__dlpack__ = dlpack
     torch.Tensor.__dlpack_device__ = dlpack_device
+    allow_in_read_only_wrapper(dlpack, dlpack_device)
+
+
+def allow_in_read_only_wrapper(dlpack, dlpack_device) -> None:
+    """torch 2.14's ReadOnlyTensorWrapper (torch/utils/dlpack.py) lets only
+    the Tensor.__dlpack__ / __dlpack_device__ it saw at `import torch`
+    through its __torch_function__ (_DLPACK_ALLOWED); the methods installed
+    now are added, torch's own kept, so its export works with devbridge's
+    methods installed or not. (Its C exchange table is torch's const one,
+    _const_dlpack_exchange_api: a plugin tensor in that wrapper does not
+    reach devbridge's table.) 2.11 and 2.13 have no such wrapper."""
+    wrapper = getattr(torch.utils.dlpack, "ReadOnlyTensorWrapper", None)
+    if wrapper is None:
+        return
+    torch_own = {original_dlpack(), original_dlpack_device()}
+    wrapper._DLPACK_ALLOWED = frozenset(torch_own | {dlpack, dlpack_device})
 
 
 def set_from_dlpack(function) -> None:

@@ -37,6 +37,18 @@ versions each was checked on (3.6.0 on a GPU machine and in CI, 3.7.1 and
                                          layers below devbridge's driver find
                                          it there (devbridge_driver_or_none)
 
+  CompiledKernel.__del__ /               3.8.0 unloads self.module through
+  CompiledKernel._init_handles           driver.active.utils.unload_module at
+                                         garbage collection, after
+                                         knobs.runtime.kernel_unload_hook
+                                         (compiler/compiler.py); 3.6.0 and
+                                         3.7.1 have no __del__. Wrapped by
+                                         route_kernel_unloads() so that each
+                                         kernel is unloaded by the driver that
+                                         loaded it (_init_handles: the active
+                                         driver loads), not by whichever is
+                                         active when it is collected
+
 Public names used elsewhere (checked on the same versions):
 triton.runtime.driver.set_active, triton.backends.driver.DriverBase,
 triton.backends.compiler.BaseBackend / GPUTarget, triton.testing.do_bench,
@@ -162,3 +174,57 @@ def other_active_backends(own: str = "devbridge") -> list[str]:
             if torch.cuda.is_available() and (torch.version.hip is None) == (name == "nvidia"):
                 active.append(name)
     return active
+
+
+def route_kernel_unloads() -> bool:
+    """Make every CompiledKernel unload through the driver that loaded it.
+
+    Triton 3.8's CompiledKernel.__del__ unloads through the driver active at
+    garbage collection. devbridge switches the active driver (activate(),
+    the Inductor routing beside cuda), so a plugin kernel's handle could
+    reach cuModuleUnload, or a CUDA module devbridge's driver. The wrapped
+    _init_handles remembers the utils of the driver that loaded the kernel;
+    the wrapped __del__ hands a devbridge handle to devbridge whatever is
+    active, and any other module to the utils that loaded it. Idempotent;
+    returns False where CompiledKernel has no __del__ (3.6, 3.7): nothing to
+    route there."""
+    from triton import knobs
+    from triton.compiler.compiler import CompiledKernel
+    from triton.runtime.driver import driver
+
+    original_del = CompiledKernel.__dict__.get("__del__")
+    if original_del is None:
+        return False
+    if hasattr(original_del, "__devbridge_wraps__"):
+        return True
+    original_init_handles = CompiledKernel._init_handles
+
+    def _init_handles(self):
+        loading = self.module is None
+        original_init_handles(self)
+        if loading and self.module is not None:
+            self._devbridge_loaded_by = driver.active.utils
+
+    def __del__(self):
+        module = getattr(self, "module", None)
+        if module is None:
+            return
+        from . import launch
+
+        loaded_by = getattr(self, "_devbridge_loaded_by", None)
+        ours = launch.is_loaded(module)
+        if not ours and loaded_by is None:
+            return original_del(self)  # loaded before devbridge's driver existed: Triton's own way
+        if knobs.runtime.kernel_unload_hook is not None:
+            knobs.runtime.kernel_unload_hook(self.module, self.function, self.name, self.metadata_group, self.hash)
+        if ours:
+            launch.unload(module)
+        elif type(loaded_by).__module__.split(".")[0] != "devbridge":
+            loaded_by.unload_module(module)
+        self.module = None
+
+    _init_handles.__devbridge_wraps__ = original_init_handles
+    __del__.__devbridge_wraps__ = original_del
+    CompiledKernel._init_handles = _init_handles
+    CompiledKernel.__del__ = __del__
+    return True

@@ -102,6 +102,11 @@ def unload(handle: int) -> None:
         raise ValueError(f"devbridge: no loaded kernel has handle {handle}")
 
 
+def is_loaded(handle: int) -> bool:
+    """Whether `handle` is a live kernel of load_binary (not yet unloaded)."""
+    return bool(_C.kernel_is_loaded(int(handle)))
+
+
 def _node(ty: Any, position: str, tensordesc_flags: int):
     """One argument-plan node (src/python/py_args.h) for a Triton signature entry."""
     if isinstance(ty, tuple):

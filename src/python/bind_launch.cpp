@@ -154,6 +154,10 @@ void BindLaunch(py::module_& m) {
   m.def("load_kernel", &LoadKernel, py::arg("runtime"), py::arg("device_type"), py::arg("index"),
         py::arg("image"), py::arg("name"), py::arg("shared"));
   m.def("release_kernel", [](uint64_t handle) { return launch::ReleaseKernel(handle); }, py::arg("handle"));
+  m.def(
+      "kernel_is_loaded", [](uint64_t handle) { return launch::FindKernel(handle) != nullptr; }, py::arg("handle"),
+      "Whether `handle` is a live kernel devbridge loaded (Triton 3.8 unloads kernels through whichever driver "
+      "is active: python/devbridge/_triton_api.py, route_kernel_unloads).");
   m.def("kernel_native_handles", &NativeHandles, py::arg("handle"));
 }
 

@@ -365,6 +365,19 @@ def test_read_only_is_taken_where_torchs_own_method_takes_it():
     assert not describe(x.__dlpack__(max_version=(1, 3)))["flags"] & read_only_flag
 
 
+@pytest.mark.parametrize("device", ["cpu"] + (["simdev:0"] if SIMDEV else []))
+def test_torchs_read_only_wrapper_exports_with_devbridges_methods_installed(device):
+    wrapper = getattr(torch.utils.dlpack, "ReadOnlyTensorWrapper", None)
+    if wrapper is None:
+        pytest.skip(f"torch {torch.__version__} has no ReadOnlyTensorWrapper (2.14 added it)")
+    x = torch.arange(4.0, device=device)
+    capsule = wrapper(x).__dlpack__()
+    assert describe(capsule)["flags"] & 1  # DLPACK_FLAG_BITMASK_READ_ONLY
+    assert torch.equal(torch.from_dlpack(capsule).cpu(), torch.arange(4.0))
+    with pytest.raises(RuntimeError, match="only supports DLPack export"):
+        wrapper(x) + 1
+
+
 def test_cpu_round_trips_and_signature_unchanged():
     import inspect
 

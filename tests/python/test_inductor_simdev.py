@@ -7,6 +7,7 @@ code is checked to be Triton for simdev (no fallback to eager or the CPU)."""
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 
 import pytest
@@ -489,6 +490,9 @@ def test_gemm_templates_take_the_configs_of_the_backend_the_compiler_targets():
     assert all(type(registry.get_template_heuristic(t, "gemmdev", op)) is TemplateConfigHeuristics for t, op in pairs)
     assert _torch_api.share_template_heuristics("gemmdev", "cuda") in ("replaced", "already")
     assert choices.get_template_heuristic is registry.get_template_heuristic  # rebound where imported by name
+    binders = [sys.modules[name] for name in _torch_api._TEMPLATE_HEURISTIC_BINDERS if name in sys.modules]
+    assert len(binders) >= 3  # 2.11/2.13: registry, package, choices; 2.14: five modules
+    assert all(module.get_template_heuristic is registry.get_template_heuristic for module in binders)
     for template, op in pairs:
         shared = choices.get_template_heuristic(template, "gemmdev", op)
         assert shared is registry.get_template_heuristic(template, "cuda", op), (template, op)

@@ -395,6 +395,20 @@ def test_nvtmadesc_in_a_signature_is_refused():
         launch.launcher({"desc": "nvTmaDesc"})
 
 
+def test_a_gsan_instrumented_kernel_is_refused():
+    """Triton 3.8's GSan instrumentation makes NVIDIA's launcher append a
+    hidden global-state pointer (instrumentation_mode "gsan" in the
+    metadata): devbridge's launcher would pass one argument too few, so it
+    refuses, naming the fix; other modes change only the compile."""
+    src = ASTSource(host_descriptor_kernel, constexprs={"BM": 16},
+                    signature={"desc": "*fp32", "out": "*fp32", "BM": "constexpr"})
+    metadata = {"name": "host_descriptor_kernel", "num_warps": 4, "num_ctas": 1, "shared": 0,
+                "tensordesc_meta": [], "instrumentation_mode": "gsan"}
+    with pytest.raises(NotImplementedError, match=r"GSan.*TRITON_INSTRUMENTATION_MODE"):
+        devbridge.triton.Launcher(src, metadata)
+    devbridge.triton.Launcher(src, dict(metadata, instrumentation_mode="fpsan"))
+
+
 def test_tma_lowered_descriptor_is_refused():
     """The same host descriptor kernel compiled for sm90 is lowered to TMA: the
     real metadata has a non-None tensordesc_meta entry and PTX takes a

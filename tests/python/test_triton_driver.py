@@ -235,6 +235,58 @@ def add_kernel(x, y, out, n, BLOCK: tl.constexpr):
     tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
 
 
+@triton.jit
+def _unload_probe_kernel(x, out, BLOCK: tl.constexpr):
+    tl.store(out + tl.arange(0, BLOCK), tl.load(x + tl.arange(0, BLOCK)) * 2)
+
+
+class _RecordingUtils:
+    def __init__(self):
+        self.unloaded = []
+
+    def unload_module(self, module):
+        self.unloaded.append(module)
+
+
+class _OtherDriver:
+    def __init__(self):
+        self.utils = _RecordingUtils()
+
+
+@skip_without_simdev
+def test_each_kernel_is_unloaded_by_the_driver_that_loaded_it(inactive):
+    # Triton 3.8's CompiledKernel.__del__ unloads through whichever driver is
+    # active at collection; devbridge routes it to the driver that loaded it.
+    from triton.compiler.compiler import CompiledKernel
+
+    from devbridge import launch
+
+    if "__del__" not in CompiledKernel.__dict__:
+        pytest.skip(f"Triton {triton.__version__} never unloads a kernel (3.8 does)")
+    devbridge.triton.driver()
+    assert hasattr(CompiledKernel.__dict__["__del__"], "__devbridge_wraps__")
+    x = torch.arange(8.0, device="simdev:0")
+    out = torch.empty(8, device="simdev:0")
+    try:
+        with devbridge.triton.activate():
+            compiled = _unload_probe_kernel[(1,)](x, out, BLOCK=8)
+            ours = compiled.module
+        assert launch.is_loaded(ours) and torch.equal(out.cpu(), torch.arange(8.0) * 2)
+        other = _OtherDriver()
+        _triton_api.restore_active_driver(other)  # another driver is active when it is collected
+        compiled.__del__()
+        assert not launch.is_loaded(ours) and other.utils.unloaded == [] and compiled.module is None
+        # A kernel another driver loaded, collected while devbridge's is active.
+        foreign = object.__new__(CompiledKernel)
+        foreign.module, foreign.function, foreign.name = 0x1234, 0x1234, "foreign"
+        foreign.metadata_group, foreign.hash, foreign._devbridge_loaded_by = {}, "0", other.utils
+        with devbridge.triton.activate():
+            foreign.__del__()
+        assert other.utils.unloaded == [0x1234] and foreign.module is None
+    finally:
+        _unload_probe_kernel.device_caches.clear()
+
+
 def test_the_compiler_claims_declared_plugin_devices_only():
     devbridge.triton.declare_hardware("testdev", compiler="nvidia", kernel_runtime="cuda")
     assert DevbridgeBackend.supports_target(GPUTarget("testdev", 90, 32))

@@ -25,7 +25,7 @@ Sources: torch/_dynamo/, torch/_inductor/ and torch/utils/_triton.py of pytorch
            get_gpu_type (replaced where bound); torch.utils._triton.has_triton
            (replaced where bound)
   driver   torch._inductor.runtime.triton_helpers.set_driver_to_gpu
-           (replaced); triton_heuristics.CachingAutotuner: precompile,
+           (replaced; 2.14's _skip_gpu_driver_setup honoured); triton_heuristics.CachingAutotuner: precompile,
            _precompile_config, _make_launchers, benchmark_all_configs,
            coordinate_descent_tuning (wrapped) and its device_props.type;
            triton_heuristics.knobs, the `triton.knobs` module
@@ -284,6 +284,15 @@ def triton_helpers():
     return module
 
 
+def gpu_driver_setup_skipped() -> bool:
+    """torch 2.14: compile workers load and precompile a kernel inside
+    triton_helpers.skip_gpu_driver_setup() (runtime/compile_tasks.py), a
+    ContextVar (_skip_gpu_driver_setup) that makes set_driver_to_gpu a no-op:
+    they only warm the compile cache. 2.11 and 2.13 have none: False."""
+    flag = getattr(triton_helpers(), "_skip_gpu_driver_setup", None)
+    return bool(flag is not None and flag.get())
+
+
 def caching_autotuner():
     from torch._inductor.runtime.triton_heuristics import CachingAutotuner
 
@@ -481,10 +490,17 @@ def share_template_heuristics(device: str, peer: str) -> str:
     targets): the same configs as on the peer. An entry registered for
     `device` itself, by the plugin or later by torch, still wins.
 
-    Checked on 2.11.0 and 2.13.0: get_template_heuristic(template_name,
-    device_type, op_name), imported by name into the template_heuristics
-    package and from there into choices.py (the only modules binding it), and
-    _TEMPLATE_HEURISTIC_REGISTRY keyed (template, device_type, op_name)."""
+    Checked on 2.11.0, 2.13.0 and 2.14.1: get_template_heuristic(template_name,
+    device_type, op_name) and _TEMPLATE_HEURISTIC_REGISTRY keyed (template,
+    device_type, op_name). 2.11 and 2.13 define them in
+    template_heuristics/registry.py, imported by name into the
+    template_heuristics package and from there into choices.py; 2.14 moved
+    them to heuristics/registry.py (the registry also holds codegen keys
+    (name, device_type, None)), re-exported by heuristics/template/registry.py
+    and heuristics/template/__init__.py (which choices.py imports from), with
+    template_heuristics kept as a shim over the same module objects.
+    _TEMPLATE_HEURISTIC_BINDERS lists every module of either layout that binds
+    the name."""
     from torch._inductor.template_heuristics import registry
 
     original = registry.get_template_heuristic
@@ -503,13 +519,26 @@ def share_template_heuristics(device: str, peer: str) -> str:
 
     get_template_heuristic._devbridge_peers = peers
     registry.get_template_heuristic = get_template_heuristic
-    # where it is bound by name: the package (whose attribute a later import
-    # of choices.py takes) and choices.py; walking every module costs 13 ms
-    for name in ("torch._inductor.template_heuristics", "torch._inductor.choices"):
+    # where it is bound by name (a later import of choices.py takes the
+    # package's attribute); walking every module costs 13 ms
+    for name in _TEMPLATE_HEURISTIC_BINDERS:
         module = sys.modules.get(name)
         if module is not None and getattr(module, "get_template_heuristic", None) is original:
             module.get_template_heuristic = get_template_heuristic
     return "replaced"
+
+
+# The modules that bind get_template_heuristic by name: 2.11 and 2.13 (the
+# first two and choices), 2.14 (all but the first, which is then a shim
+# module over the next one's objects).
+_TEMPLATE_HEURISTIC_BINDERS = (
+    "torch._inductor.template_heuristics.registry",
+    "torch._inductor.template_heuristics",
+    "torch._inductor.heuristics.registry",
+    "torch._inductor.heuristics.template.registry",
+    "torch._inductor.heuristics.template",
+    "torch._inductor.choices",
+)
 
 
 # ------------------------------------------------------------------ convolution layouts
@@ -560,8 +589,10 @@ def install_static_launch(device: str, make_kernel, locate_binary) -> None:
     small picklable kernel (not Triton's CompiledKernel), which TritonBundler
     saves with the FX graph and restores on a warm start without
     triton.compile or a compile worker (TritonBundler.load_autotuners ->
-    StaticAutotunerFuture). Checked on 2.11.0 and 2.13.0; the device gate
-    (cuda/xpu/hip only) is the same in both.
+    StaticAutotunerFuture). Checked on 2.11.0, 2.13.0 and 2.14.1; the device
+    gate (cuda/xpu/hip only) is the same in each. 2.14's compile-on-one-rank
+    kernels (triton_meta["device"] None, loaded on the current device) are
+    refused: they take Triton's launcher, which asks the current device.
 
     Two methods of runtime.triton_heuristics.StaticTritonCompileResult are
     wrapped, each only for kernels of `device`:
@@ -605,6 +636,11 @@ def install_static_launch(device: str, make_kernel, locate_binary) -> None:
                 raise refusal("User defined triton kernel")
             if inductor_meta.get("store_cubin"):
                 raise refusal("store_cubin is enabled")
+            if "device" in triton_meta and triton_meta["device"] is None:
+                # torch 2.14's compile-on-one-rank: a rank-agnostic kernel
+                # (StaticTritonCompileResult's device_agnostic) loads on
+                # whichever device is current; a plugin static kernel binds one.
+                raise refusal("a rank-agnostic kernel (no device index) cannot bind one device")
             return make_kernel(kernel, binary_dir(triton_meta.get("device", 0), kernel.hash), refusal)
         except refusal as error:
             triton_heuristics.log.info("devbridge: %s kernel not launched statically: %s", device, error)

@@ -41,6 +41,11 @@ def make_op_overrides(device: str):
         def current_stream(self) -> str:
             return "torch.accelerator.current_stream()"
 
+        def current_device_idx_expr(self) -> str:
+            # torch 2.14: the device index of a rank-agnostic graph
+            # (compile-on-one-rank), an expression the wrapper evaluates.
+            return "torch.accelerator.current_device_index()"
+
         # stream_handle (torch 2.13): the base's `<stream>.native_handle` serves.
 
         def __repr__(self) -> str:

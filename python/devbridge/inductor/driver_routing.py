@@ -76,6 +76,8 @@ def _ensure_devbridge_active() -> None:
 def set_driver_to_gpu() -> None:
     if _inside():
         return  # a plugin-device kernel: devbridge's driver is active for it
+    if _torch_api.gpu_driver_setup_skipped():
+        return  # a compile worker warming its cache (torch 2.14): upstream's no-op
     if not other_gpu_backend_active():
         _ensure_devbridge_active()  # the plugin device is the only GPU here
         return

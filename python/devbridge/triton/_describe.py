@@ -1,16 +1,20 @@
 """Triton's compiled-kernel objects -> devbridge's launcher plan.
 
 The one module that reads Triton objects for the launcher. What it reads, and
-the Triton versions it was checked on (3.6.0 on the H200, 3.7.1 in CI):
+the Triton versions it was checked on (3.6.0 on a GPU machine and in CI,
+3.7.1 and 3.8.0 in CI):
 
   src.signature        {arg name: type string or tuple of them}, argument order
-                       (ASTSource and IRSource; 3.6.0, 3.7.1)
+                       (ASTSource and IRSource; 3.6.0, 3.7.1, 3.8.0)
   src.fn.arg_names     argument names (ASTSource only; names fall back to the
                        signature's keys)
   metadata             the CompiledKernel metadata namedtuple: num_warps,
                        num_ctas, shared, global/profile_scratch_size/_align,
                        launch_cooperative_grid, launch_pdl, tensordesc_meta,
-                       name (3.6.0, 3.7.1)
+                       name (3.6.0, 3.7.1, 3.8.0); instrumentation_mode (3.8.0:
+                       "gsan" makes NVIDIA's launcher append a hidden
+                       global-state pointer, which devbridge's does not pass,
+                       so such a kernel is refused)
   triton.__version__   tensor descriptors carry one i1 flag (padding) in 3.6,
                        two (padding, round_f32_to_tf32) from 3.7
 
@@ -75,6 +79,11 @@ def describe(src, metadata):
             "devbridge: this kernel was compiled with TMA tensor descriptors (metadata.tensordesc_meta), "
             "which need a host-built CUtensorMap per launch; devbridge's launcher does not build those. "
             "Compile for a target without TMA lowering, or pass plain pointers")
+    if "gsan" in str(_get(metadata, "instrumentation_mode") or ""):
+        raise NotImplementedError(
+            "devbridge: this kernel was compiled with Triton's GSan instrumentation (instrumentation_mode "
+            "'gsan'), whose launch passes a hidden global-state pointer devbridge's launcher does not provide; "
+            "compile without it (unset TRITON_INSTRUMENTATION_MODE)")
     names = list(signature.keys())
     fn = getattr(src, "fn", None)
     arg_names = getattr(fn, "arg_names", None)

@@ -68,9 +68,14 @@ class DevbridgeUtils:
         return loaded.module, loaded.function, loaded.n_regs, loaded.n_spills, loaded.n_max_threads
 
     def unload_module(self, module):
+        # Triton 3.8 calls this from CompiledKernel.__del__ (3.6 and 3.7 never
+        # unload). A handle devbridge did not load belongs to another driver:
+        # never an error inside __del__ (_triton_api.route_kernel_unloads
+        # sends each kernel to the driver that loaded it).
         from devbridge import launch
 
-        launch.unload(module)
+        if launch.is_loaded(module):
+            launch.unload(module)
 
     def get_device_properties(self, device):
         from devbridge import _C
@@ -135,6 +140,9 @@ class DevbridgeDriver(DriverBase):
     def __new__(cls):
         with _instance_lock:
             if cls._instance is None:
+                from devbridge import _triton_api
+
+                _triton_api.route_kernel_unloads()  # before any kernel of ours is loaded
                 driver = super().__new__(cls)
                 driver._setup()
                 cls._instance = driver
