@@ -5,12 +5,12 @@ versions each was checked on (3.6.0 on a GPU machine and in CI, 3.7.1 and
   triton.runtime.driver.driver._active   the driver set with set_active(), or
                                          None while Triton would still create
                                          its default lazily (DriverConfig,
-                                         runtime/driver.py, 3.6.0 and 3.7.1).
+                                         runtime/driver.py, 3.6.0, 3.7.1, 3.8.0).
                                          Read and cleared to restore the state
                                          before activate() without creating
                                          Triton's default driver.
   JITFunction.device_caches              keyed by driver.get_current_device()'s
-                                         value (runtime/jit.py, 3.6.0, 3.7.1):
+                                         value (runtime/jit.py, 3.6.0-3.8.0):
                                          devbridge's driver answers with an int
                                          subclass of its own so plugin-device
                                          compiles never share an entry with
@@ -21,19 +21,19 @@ versions each was checked on (3.6.0 on a GPU machine and in CI, 3.7.1 and
                                          a stage sees only the IR, and a
                                          hardware compiler whose binary refers
                                          back to the Python function needs it
-                                         (3.6.0, 3.7.1)
+                                         (3.6.0, 3.7.1, 3.8.0)
   triton.knobs.HookChain                 the type of an empty launch hook
-                                         and its `calls` list (3.6.0, 3.7.1;
+                                         and its `calls` list (3.6.0-3.8.0;
                                          absent before 3.5, where hooks are
                                          None)
 
   triton.backends.backends               {entry-point name: Backend(compiler,
                                          driver)}, every backend Triton
                                          discovered (backends/__init__.py,
-                                         3.6.0, 3.7.1); Triton's default
+                                         3.6.0-3.8.0); Triton's default
                                          driver is the one whose driver class
                                          reports is_active() (runtime/driver.py
-                                         _create_driver, 3.6.0, 3.7.1); the
+                                         _create_driver, 3.6.0-3.8.0); the
                                          layers below devbridge's driver find
                                          it there (devbridge_driver_or_none)
 

@@ -10,7 +10,8 @@
 // path's. Each program runs on the stream's worker as one call of the
 // runtime's `run` callable, which takes the GIL for that call only (with a
 // thread state it keeps, see WorkerThreadState).
-#define PY_SSIZE_T_CLEAN  // the y# format below takes a Py_ssize_t
+// The y# format below takes a Py_ssize_t: PY_SSIZE_T_CLEAN is defined for the
+// whole module (CMakeLists.txt).
 #include <Python.h>
 
 #include <atomic>

@@ -21,4 +21,9 @@ void setCurrentDevice(c10::DeviceIndex index);
 // validated.
 c10::DeviceIndex resolveDeviceIndex(c10::DeviceIndex index);
 
+// The c10 device of simdev device `index`.
+inline c10::Device simdevDevice(c10::DeviceIndex index) {
+  return c10::Device(c10::DeviceType::PrivateUse1, index);
+}
+
 }  // namespace torch_simdev

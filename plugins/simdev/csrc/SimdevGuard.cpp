@@ -17,10 +17,6 @@ void checkSimdev(c10::Device device) {
   TORCH_CHECK(device.type() == c10::DeviceType::PrivateUse1, "expected a simdev device, got ", device);
 }
 
-c10::Device simdevDevice(c10::DeviceIndex index) {
-  return c10::Device(c10::DeviceType::PrivateUse1, index);
-}
-
 sdEvent_t asEvent(void* event) { return static_cast<sdEvent_t>(event); }
 
 }  // namespace

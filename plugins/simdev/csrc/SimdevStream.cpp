@@ -78,10 +78,6 @@ sdStream_t poolNative(c10::DeviceIndex device, int index) {
 
 bool inRange(c10::DeviceIndex device) { return device >= 0 && device < deviceCount(); }
 
-c10::Device simdevDevice(c10::DeviceIndex index) {
-  return c10::Device(c10::DeviceType::PrivateUse1, index);
-}
-
 }  // namespace
 
 c10::Stream defaultStream(c10::DeviceIndex device) {

@@ -26,7 +26,7 @@ from . import _torch_api
 
 def _binary_ext(kernel) -> str:
     """The extension of the kernel's binary in Triton's cache: the asm entry
-    that CompiledKernel.kernel is (Triton 3.6.0 and 3.7.1 keep the binary in
+    that CompiledKernel.kernel is (Triton 3.6.0, 3.7.1 and 3.8.0 keep the binary in
     asm[backend.binary_ext] and in .kernel)."""
     for ext, value in kernel.asm.items():
         if value is kernel.kernel:

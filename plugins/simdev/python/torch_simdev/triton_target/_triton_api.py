@@ -46,7 +46,7 @@ does, under the launch's patches).
 The kernel's source at compile time comes from devbridge's public
 devbridge.triton.compiling_source(); compiler.py relies on triton.compile
 calling the backend's add_stages before the source's make_ir (the front end),
-as 3.6.0 and 3.7.1 do (python/triton/compiler/compiler.py, compile()), to run
+as 3.6.0, 3.7.1 and 3.8.0 do (python/triton/compiler/compiler.py, compile()), to run
 that front end outside interpreted launches. A Triton outside the checked versions is
 refused, naming them, before any of these is read.
 """

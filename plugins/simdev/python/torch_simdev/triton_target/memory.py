@@ -5,8 +5,8 @@ On a GPU a masked-out lane is never dereferenced, whatever its address: a
 kernel may compute out-of-range offsets for the lanes its mask turns off
 (`tl.atomic_add(ptr + offsets, val, mask)`). Triton's interpreter takes the
 pointer, mask and value arrays to C++ (triton._C.libtriton.interpreter:
-load, store, atomic_rmw, atomic_cas), and in Triton 3.6.0 and 3.7.1
-atomic_rmw reads an operand broadcast from a single element (the
+load, store, atomic_rmw, atomic_cas), and in Triton 3.6.0 and 3.7.1 (3.8.0
+was not probed for it; the guard below serves it alike) atomic_rmw reads an operand broadcast from a single element (the
 interpreter's own np.broadcast_to of a shape-(1,) value or mask: a view whose
 strides are all zero) as a contiguous buffer, past its end: lanes get garbage
 values, masked-out lanes count as active, and the process crashes on their
@@ -49,7 +49,8 @@ def _handle_like(handle, data):
 
 def _pointers(ptrs, mask):
     """(pointer handle, mask handle): contiguous, full shape, masked-out lanes at the scratch buffer.
-    A block pointer's mask arrives as a bare numpy array (BlockPointerHandle.materialize_pointers)."""
+    A block pointer's mask arrives as a bare numpy array (BlockPointerHandle.materialize_pointers,
+    Triton 3.6 and 3.7; 3.8 lowers block pointers to plain pointers and a tl mask before the interpreter)."""
     import triton.language as tl
 
     TensorHandle = _triton_api.interpreter().TensorHandle  # noqa: N806 (a class)
