@@ -6,7 +6,7 @@ register() calls first, so an unknown torch fails at registration with the
 fix instead of compiling wrongly.
 
 Sources: torch/_dynamo/, torch/_inductor/ and torch/utils/_triton.py of pytorch
-2.11.0 and 2.13.0, where the names below live. Each function names what it touches:
+2.11.0, 2.13.0 and 2.14.1, where the names below live. Each function names what it touches:
 
   Dynamo   torch._dynamo.device_interface: DeviceInterface (the base class),
            register_interface_for_device;
@@ -36,7 +36,7 @@ Sources: torch/_dynamo/, torch/_inductor/ and torch/utils/_triton.py of pytorch
            (replaced: online softmax for the plugin device too)
   gates    torch._inductor.utils.is_big_gpu (replaced: no SM-count warning
            for the plugin device unless max-autotune was asked for)
-  fusions  torch._inductor.scheduler._is_gpu_triton_backend (replaced, 2.13;
+  fusions  torch._inductor.scheduler._is_gpu_triton_backend (replaced, 2.13 and 2.14;
            2.11 has none): mix-order and nested reductions fused on the
            plugin device too
   templates torch._inductor.template_heuristics.registry.
@@ -59,7 +59,7 @@ Sources: torch/_dynamo/, torch/_inductor/ and torch/utils/_triton.py of pytorch
            is_using_cudagraph_partition, GraphLowering.module: reduce-overhead
            on the plugin device (accept_graph_capture)
   timing   torch._inductor.runtime.benchmarking.register_benchmarker and
-           Benchmarker.benchmark_gpu(device_type=) (2.13 only; 2.11 has no
+           Benchmarker.benchmark_gpu(device_type=) (2.13 and 2.14; 2.11 has no
            registry: benchmarking.benchmarker.benchmark wrapped for the
            plugin device, TritonBenchmarker.benchmark_gpu;
            config.inductor_default_autotune_warmup/_rep)
@@ -98,7 +98,7 @@ def device_op_overrides_base():
 
 def tracking_allocations() -> bool:
     """Inductor's test mode that tracks every buffer's lifetime
-    (config.test_configs.track_memory_lifecycle, 2.11 and 2.13): its own
+    (config.test_configs.track_memory_lifecycle, 2.11, 2.13 and 2.14): its own
     allocation line is kept then."""
     from torch._inductor import config
 
@@ -348,7 +348,7 @@ def launch_hooks_burnt_in_when_empty():
     would evaluate CompiledKernel.launch_metadata (a dict built per launch:
     a few microseconds of host time on the H200, by cProfile) for hooks that
     do not exist. Only Inductor's own module global is shadowed (triton_heuristics.
-    knobs, checked on 2.11.0 and 2.13.0), never Triton's knobs: a hook added
+    knobs, checked on 2.11.0, 2.13.0 and 2.14.1), never Triton's knobs: a hook added
     later does not reach these launchers, as with PyTorch's static CUDA
     launcher; one installed before the compile does. Nests across threads."""
     global _knobs_shadowed, _knobs_original
@@ -411,7 +411,7 @@ def quiet_small_gpu_gate(device: str) -> str:
     every compile of a Linear although the user asked for no autotuning. For
     `device` the answer stays torch's own, and its warning is kept for when
     the user asked for max-autotune (config.max_autotune or
-    max_autotune_gemm). Checked on 2.11.0 and 2.13.0 (a functools.cache'd
+    max_autotune_gemm). Checked on 2.11.0, 2.13.0 and 2.14.1 (a functools.cache'd
     function, looked up by name from _use_template_for_gpu)."""
     import functools
     import logging
@@ -561,7 +561,7 @@ def predict_convolution_format(device: str, rule) -> str:
     Inductor's channels-last layout optimization turns into copies. For
     Overrideable convolutions on `device` the format becomes rule(input,
     weight): what the plugin's convolution_overrideable really returns.
-    Checked on 2.11.0 and 2.13.0 (the function is looked up on torch._C at
+    Checked on 2.11.0, 2.13.0 and 2.14.1 (the function is looked up on torch._C at
     each call, under the fake mode, so input.device is the fake device)."""
     _convolution_formats[device] = rule
     original = torch._C._conv_determine_backend_memory_format
@@ -660,7 +660,7 @@ def install_static_launch(device: str, make_kernel, locate_binary) -> None:
 
 def declared_constexprs(jit_fn) -> list[int]:
     """Positions of the parameters a @triton.jit function declares
-    tl.constexpr (Inductor's triton_helpers.get_constexprs, 2.11 and 2.13)."""
+    tl.constexpr (Inductor's triton_helpers.get_constexprs, 2.11, 2.13 and 2.14)."""
     from torch._inductor.runtime.triton_helpers import get_constexprs
 
     return get_constexprs(jit_fn)
@@ -749,7 +749,7 @@ def accept_graph_capture(device: str, graphify, refusal, report_skip) -> list[st
       - output_code.cudagraph_post_compile is wrapped: where it turns capture
         off for a graph on `device` (mutated inputs, non-tensor inputs, ...),
         report_skip(reasons) says so, as torch says so for cuda.
-    Checked on 2.11 and 2.13."""
+    Checked on 2.11, 2.13 and 2.14."""
     from torch._inductor import compile_fx, cudagraph_utils, output_code
     from torch._inductor.virtualized import V
 
