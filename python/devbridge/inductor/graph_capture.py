@@ -94,9 +94,27 @@ def _draws_random_numbers(node) -> bool:
     target = getattr(node, "target", None)
     tags = getattr(target, "tags", ())
     if torch.Tag.nondeterministic_seeded in tags:
-        return True
+        return _dropout_p(node, target) != 0.0
     name = str(target)
     return any(word in name for word in ("inductor_seed", "inductor_random", "inductor_randint", "philox"))
+
+
+def _dropout_p(node, target) -> float | None:
+    """The dropout probability of a seeded op that has one, else None.
+
+    The fused attention ops (aten._scaled_dot_product_fused_attention_overrideable,
+    the flash, efficient and cuDNN ones, and their backwards) are tagged
+    nondeterministic_seeded for their dropout alone: with dropout_p=0 they draw
+    nothing, and a training step's attention can be captured."""
+    schema = getattr(target, "_schema", None)
+    names = [argument.name for argument in getattr(schema, "arguments", ())]
+    if "dropout_p" not in names:
+        return None
+    index = names.index("dropout_p")
+    args = getattr(node, "args", ())
+    value = args[index] if index < len(args) else getattr(node, "kwargs", {}).get(
+        "dropout_p", schema.arguments[index].default_value)
+    return value if isinstance(value, (int, float)) else None
 
 
 def _signature(inputs) -> tuple:
