@@ -547,7 +547,8 @@ def kernel_table(meta: dict) -> str:
 
 def table(rows: list[dict], meta: dict) -> str:
     lines = [f"# torch.compile: cudadev vs cuda ({meta['gpu']}, torch {meta['torch']}, Triton {meta['triton']}, "
-             f"commit {meta['commit']})", "", "| measurement | value | unit | target | met |", "|---|---|---|---|---|"]
+             f"commit {meta['commit']}, parts: {', '.join(meta.get('parts', PARTS))})", "",
+             "| measurement | value | unit | target | met |", "|---|---|---|---|---|"]
     for r in rows:
         met = "" if r["target"] is None else ("met" if r["target_met"] else "NOT MET")
         value = "n/a" if r["value"] is None else f"{r['value']:.4g}"
@@ -599,8 +600,8 @@ def main() -> int:
     parser.add_argument("--train-pairs", type=int, default=15,
                         help="alternating cuda/cudadev train-step samples, from two live processes (at least 5)")
     parser.add_argument("--parts", default=",".join(PARTS),
-                        help=f"comma list of {', '.join(PARTS)} (default: all); a partial run saves to "
-                             "compile_<machine>_<parts>.*")
+                        help=f"comma list of {', '.join(PARTS)} (default: all); every run saves to "
+                             "compile_<machine>.*, the parts it ran recorded in the JSON")
     parser.add_argument("--train-models", default=",".join(TRAIN_MODELS),
                         help=f"comma list of the train steps to run: {', '.join(TRAIN_MODELS)} (default: both)")
     parser.add_argument("--child-train", choices=tuple(TRAIN_MODELS), help=argparse.SUPPRESS)
@@ -618,10 +619,9 @@ def main() -> int:
     if not train_models or set(train_models) - set(TRAIN_MODELS):
         parser.error(f"--train-models takes a comma list of {', '.join(TRAIN_MODELS)}; got {args.train_models!r}")
     args.results_dir.mkdir(parents=True, exist_ok=True)
-    suffix = "" if set(parts) == set(PARTS) else "_" + "_".join(p for p in PARTS if p in parts)
-    if "train" in parts and set(train_models) != set(TRAIN_MODELS):
-        suffix += "_" + "_".join(train_models)
-    stem = args.results_dir / f"compile_{args.machine}{suffix}"
+    # One current result per machine (bench/README.md): a run of some parts
+    # overwrites it too, and records its parts ("parts", "train_models").
+    stem = args.results_dir / f"compile_{args.machine}"
 
     def save(rows, meta):
         stem.with_suffix(".json").write_text(json.dumps({**meta, "machine": args.machine, "rows": rows}, indent=1))

@@ -18,7 +18,7 @@ Four parts, each on every device given, in one process:
   7. extern matmuls at the GPT block's shapes, host ns per call (queue kept short).
 
     TORCH_DEVICE_BACKEND_AUTOLOAD=0 python bench/compile_profile.py --plugin torch_cudadev \
-        --devices cuda,cudadev --machine h200 --results-dir bench/results/h200
+        --devices cuda,cudadev --machine h200 --results-dir bench/results
 """
 
 from __future__ import annotations

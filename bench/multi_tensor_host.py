@@ -12,7 +12,7 @@ them is torch.cuda's kernel run through cudadev's fallback on CUDA aliases
 of the tensors (plugins/cudadev/csrc/foreach.cpp, fallback.cpp); x.mul_ (one
 tensor, whatever the list length) is the fallback's cost per call alone.
 
-    TORCH_DEVICE_BACKEND_AUTOLOAD=0 python bench/multi_tensor_host.py --machine h200 --results-dir bench/results/h200
+    TORCH_DEVICE_BACKEND_AUTOLOAD=0 python bench/multi_tensor_host.py --machine h200 --results-dir bench/results
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ backend), on the same model, seed and inputs. Per device:
   3. cProfile of whole steps, by own time.
 
     TORCH_DEVICE_BACKEND_AUTOLOAD=0 python bench/train_profile.py --model block \\
-        --machine h200 --results-dir bench/results/h200
+        --machine h200 --results-dir bench/results
 """
 
 from __future__ import annotations
