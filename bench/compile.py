@@ -264,13 +264,13 @@ def train_step(model_name: str, device: str):
 CHILD_REPLY = "@@devbridge-bench "  # marks the child's replies among whatever else it prints
 
 
-def train_step_child(model_name: str, device: str, iterations: int, cpu: int) -> None:
+def train_step_child(model_name: str, device: str, iterations: int, cpu: int, make_step=None) -> None:
     """One device's train step, kept alive and sampled on request: it answers
     "sample" on stdin with one sample's ms per step and "end" with the loss
     reached. Before the first request it compiles, warms up and pins its main
     thread (the one that launches) to `cpu`, the CPU the other device's child
-    is pinned to as well."""
-    _, _, step, _ = train_step(model_name, device)
+    is pinned to as well. `make_step`: the script's train_step (default this one's)."""
+    _, _, step, _ = (make_step or train_step)(model_name, device)
     began = time.perf_counter()
     step()
     synchronize(device)
@@ -297,14 +297,14 @@ def train_step_child(model_name: str, device: str, iterations: int, cpu: int) ->
 class TrainChild:
     """A process of its own for one device's train step (see train_steps)."""
 
-    def __init__(self, model_name: str, device: str, iterations: int, cpu: int):
+    def __init__(self, model_name: str, device: str, iterations: int, cpu: int, script: str = __file__):
         self.device = device
         env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0",
                    DEVBRIDGE_BENCH_CACHE=str(CACHE / f"train-{model_name}-{device}"))
         self.stderr = tempfile.TemporaryFile(mode="w+")
         self.began = time.time()  # wall clock: the child reports when it became ready on the same clock
         self.process = subprocess.Popen(
-            [sys.executable, __file__, "--child-train", model_name, "--child-device", device,
+            [sys.executable, script, "--child-train", model_name, "--child-device", device,
              "--iterations", str(iterations), "--child-cpu", str(cpu)],
             env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
 
@@ -327,7 +327,8 @@ class TrainChild:
         self.stderr.close()
 
 
-def train_steps(model_name: str, pairs: int, iterations: int, devices: tuple[str, str] = ("cuda", "cudadev")) -> dict:
+def train_steps(model_name: str, pairs: int, iterations: int, devices: tuple[str, str] = ("cuda", "cudadev"),
+                script: str = __file__) -> dict:
     """Both devices' train steps, each in a process of its own, both alive
     for the whole run and sampled in turn (the order flips every pair), their
     launching threads pinned to the same CPU: the host's drift and a process's
@@ -336,7 +337,7 @@ def train_steps(model_name: str, pairs: int, iterations: int, devices: tuple[str
     (pairs from 0.80 to 1.37 on one H200 host). {device: {"samples": [...],
     "loss": ..., "first_step_ms": ..., "start_s": ...}}."""
     cpu = max(os.sched_getaffinity(0))
-    children = {device: TrainChild(model_name, device, iterations, cpu) for device in devices}
+    children = {device: TrainChild(model_name, device, iterations, cpu, script) for device in devices}
     try:
         results = {}
         for device, child in children.items():  # both compile at once; each waits for its own

@@ -15,8 +15,9 @@
 # cudadev's check, suite and the GPU-marked tests), "compile_bench" (the
 # torch.compile benchmark alone), "train_profile" (where the time of a
 # compiled train step goes, bench/train_profile.py and
-# bench/multi_tensor_host.py; only when named); unset,
-# tests and bench.
+# bench/multi_tensor_host.py; only when named), "attention" (cudadev's fused
+# attention tests and bench/attention.py), "attention_bench" (the latter
+# alone); unset, tests and bench.
 #
 # Every step writes its own log under $OUT and records its exit status in
 # $OUT/summary.txt; a failing step does not stop the later ones. The script
@@ -226,6 +227,14 @@ done
 { want bench || want compile || want compile_bench; } && step bench_compile 560 "$PY" "$ROOT/bench/compile.py" \
   --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT" --parts "${BENCH_COMPILE_PARTS:-compile,steady,train,graphs}" \
   --train-models "${BENCH_COMPILE_TRAIN_MODELS:-block,conv}"
+
+# Fused attention alone: cudadev's and simdev's attention tests, then SDPA
+# models compiled on cudadev vs cuda (bench/attention.py, saved as
+# attention_<machine>.*; BENCH_ATTENTION_PARTS: forward, train).
+{ want attention && ! want tests; } && step pytest_attention 240 "${PYTEST[@]}" \
+  "$ROOT/plugins/cudadev/tests/python/test_cudadev_attention.py" --junitxml="$OUT/junit_attention.xml"
+{ want bench || want attention || want attention_bench; } && step bench_attention 500 "$PY" "$ROOT/bench/attention.py" \
+  --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT" --parts "${BENCH_ATTENTION_PARTS:-forward,train}"
 
 echo "==> summary ($(($(date +%s) - START))s, logs in $OUT)"
 cat "$SUMMARY"

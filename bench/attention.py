@@ -1,0 +1,193 @@
+"""Transformer models whose attention is scaled_dot_product_attention, in
+bfloat16, compiled: cudadev vs cuda on the same GPU, same weights and inputs
+(bench/README.md). Models: bench/attention_models.py (a GPT-2-style and a
+Llama-style grouped-query configuration of `transformers` where it is
+installed). cuda runs its fused kernels (flash, cuDNN, memory-efficient);
+cudadev runs the same ones through the overrideable op PyTorch gives plugins
+(plugins/cudadev/csrc/attention.cpp).
+
+Rows, each a ratio cudadev/cuda with target <= 1.05: forward (inference,
+4x512 tokens), train step (forward, backward, AdamW; each device in a process
+of its own, sampled in turn, as bench/compile.py does), reduce-overhead
+forward and train step, and a decode-sized forward (1x16 tokens), default
+and reduce-overhead. Forward models alternate cuda and cudadev samples in
+one process. Every compiled cudadev graph is checked to call the fused op.
+
+    TORCH_DEVICE_BACKEND_AUTOLOAD=0 python bench/attention.py --machine h200 --results-dir bench/results
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import platform
+import statistics
+import sys
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import compile as harness  # noqa: E402  (bench/compile.py: sampling, train-step processes, tables)
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import attention_models  # noqa: E402
+
+TARGET = 1.05
+FULL, DECODE = (4, 512), (1, 16)
+FUSED_OP = "_scaled_dot_product_fused_attention_overrideable"
+# name -> (model, torch.compile mode)
+TRAIN = {"gpt2": ("gpt2", None), "llama": ("llama", None), "llama_reduce_overhead": ("llama", "reduce-overhead")}
+# label, model, mode, tokens
+FORWARD = [
+    ("GPT-2-style, 6 layers, 4x512, forward", "gpt2", None, FULL),
+    ("Llama-style GQA, 8 layers, 4x512, forward", "llama", None, FULL),
+    ("Llama-style GQA, 8 layers, 4x512, reduce-overhead forward", "llama", "reduce-overhead", FULL),
+    ("Llama-style GQA, 8 layers, 1x16 (decode-sized), forward", "llama", None, DECODE),
+    ("Llama-style GQA, 8 layers, 1x16 (decode-sized), reduce-overhead forward", "llama", "reduce-overhead", DECODE),
+]
+
+
+def tokens(shape, device, seed=0):
+    return torch.randint(0, attention_models.VOCAB, shape, generator=torch.Generator().manual_seed(seed)).to(device)
+
+
+def forward_step(kind: str, device: str, mode, shape):
+    torch.set_grad_enabled(False)
+    model = attention_models.make(kind).to(device=device, dtype=torch.bfloat16).eval()
+    x = tokens(shape, device)
+    compiled = torch.compile(model, mode=mode)
+
+    def step():
+        if mode is not None:
+            torch.compiler.cudagraph_mark_step_begin()
+        return compiled(x)
+
+    return step
+
+
+def train_step(name: str, device: str):
+    """One device's compiled train step (the child of bench/compile.py's
+    train_steps): bf16 weights, cross-entropy over the logits, AdamW foreach."""
+    kind, mode = TRAIN[name]
+    torch.backends.cuda.matmul.allow_tf32 = True
+    if device != "cuda":
+        harness.load_plugin()
+    model = attention_models.make(kind).to(device=device, dtype=torch.bfloat16)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+    x, target = tokens(FULL, device), tokens(FULL, device, seed=1)
+    compiled = torch.compile(model, mode=mode)
+
+    def step():
+        if mode is not None:
+            torch.compiler.cudagraph_mark_step_begin()
+        optimizer.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(compiled(x).flatten(0, 1).float(), target.flatten())
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+
+    return compiled, optimizer, step, (x, target)
+
+
+def uses_fused_op(step) -> bool:
+    from torch._inductor.utils import run_and_get_code
+
+    _, code = run_and_get_code(step)
+    return any(FUSED_OP in source for source in code)
+
+
+def ratio_row(label, samples, **extra):
+    summary = harness.ratio_summary(samples)
+    return harness.row(f"{label}: ratio cudadev/cuda", summary["median"], "ratio", target=f"<= {TARGET}",
+                       target_met=summary["median"] <= TARGET, spread=summary, **extra)
+
+
+def forward_rows(rows, iterations, pairs, save, meta):
+    for label, kind, mode, shape in FORWARD:
+        torch._dynamo.reset()
+        steps = {device: forward_step(kind, device, mode, shape) for device in ("cuda", "cudadev")}
+        fused = uses_fused_op(steps["cudadev"])  # compiles cudadev's graph, and says what it calls
+        samples = harness.alternating_ms(steps, iterations, pairs)
+        for device in steps:
+            rows.append(harness.row(f"{label}: torch.compile on {device}", statistics.median(samples[device]),
+                                    "ms/iter", group="forward", device=device, samples=samples[device], model=label,
+                                    series=f"torch.compile on {device}"))
+        rows.append(ratio_row(label, samples, group="forward", cudadev_calls_fused_op=fused))
+        save(rows, meta)
+
+
+def train_rows(rows, iterations, pairs, save, meta, names):
+    for name in names:
+        kind, mode = TRAIN[name]
+        label = (f"{'GPT-2-style' if kind == 'gpt2' else 'Llama-style GQA'}, 4x512, train step"
+                 + (" (reduce-overhead)" if mode else ""))
+        results = harness.train_steps(name, pairs, iterations, script=__file__)
+        samples = {device: results[device]["samples"] for device in results}
+        for device in results:
+            rows.append(harness.row(f"{label}: torch.compile on {device}, a process of its own",
+                                    statistics.median(samples[device]), "ms/iter", group="train step", device=device,
+                                    samples=samples[device], loss=results[device]["loss"], model=label,
+                                    series=f"torch.compile on {device}"))
+        rows.append(ratio_row(label, samples, group="train step", loss_cuda=results["cuda"]["loss"],
+                              loss_cudadev=results["cudadev"]["loss"]))
+        save(rows, meta)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--machine", default="h200")
+    parser.add_argument("--results-dir", type=pathlib.Path, default=HERE / "results")
+    parser.add_argument("--iterations", type=int, default=20, help="steps per sample")
+    parser.add_argument("--pairs", type=int, default=7, help="alternating cuda/cudadev samples")
+    parser.add_argument("--train-iterations", type=int, default=10)
+    parser.add_argument("--train-pairs", type=int, default=9)
+    parser.add_argument("--parts", default="forward,train", help="comma list of forward, train")
+    parser.add_argument("--train-models", default=",".join(TRAIN), help=f"comma list of {', '.join(TRAIN)}")
+    parser.add_argument("--child-train", choices=tuple(TRAIN), help=argparse.SUPPRESS)
+    parser.add_argument("--child-device", help=argparse.SUPPRESS)
+    parser.add_argument("--child-cpu", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child_train:
+        harness.train_step_child(args.child_train, args.child_device, args.iterations, args.child_cpu,
+                                 make_step=train_step)
+        return 0
+    parts = [part for part in args.parts.split(",") if part]
+    names = [name for name in args.train_models.split(",") if name]
+    if set(parts) - {"forward", "train"} or set(names) - set(TRAIN):
+        parser.error(f"--parts takes forward,train and --train-models {','.join(TRAIN)}")
+    import devbridge
+    import triton
+
+    harness.load_plugin()
+    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "cpu": harness.cpu_model(), "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
+            "triton": triton.__version__, "python": platform.python_version(), "devbridge": devbridge.__version__,
+            "commit": harness.git_commit(), "models": attention_models.source(), "parts": parts,
+            "iterations": args.iterations, "pairs": args.pairs, "train_iterations": args.train_iterations,
+            "train_pairs": args.train_pairs, "machine": args.machine}
+    args.results_dir.mkdir(parents=True, exist_ok=True)
+    stem = args.results_dir / f"attention_{args.machine}"
+
+    def save(rows, meta):
+        stem.with_suffix(".json").write_text(json.dumps({**meta, "rows": rows}, indent=1))
+        stem.with_suffix(".md").write_text(harness.table(rows, {**meta, "parts": parts}).replace(
+            "# torch.compile:", f"# SDPA models ({meta['models']}), torch.compile:", 1))
+        harness.plot(rows, meta, stem.with_suffix(".png"))
+        print(f"saved {len(rows)} rows", flush=True)
+
+    rows: list[dict] = []
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(harness.CACHE / "inductor"))
+    if "forward" in parts:
+        forward_rows(rows, args.iterations, args.pairs, save, meta)
+    if "train" in parts:
+        train_rows(rows, args.train_iterations, args.train_pairs, save, meta, names)
+    print(stem.with_suffix(".md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
