@@ -7,7 +7,7 @@
 // kernels, on CUDA aliases of the cudadev tensors, on the current cudadev
 // stream. Where torch.cuda would run the math decomposition, so does cudadev.
 //
-// Which kernel: CUDA's own choice (its stub, which reads metadata only),
+// Which kernel: CUDA's own choice (its kernel, which reads metadata only),
 // asked about CUDA stand-ins of the inputs (sizes, strides, dtype and
 // requires_grad; no memory). The same answer at trace time (FakeTensors) and
 // at run time, and the same one torch.cuda gives, under the same
@@ -33,6 +33,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/transformers/attention.h>
+#include <ATen/ops/_fused_sdp_choice_cuda_dispatch.h>
 #include <ATen/ops/_scaled_dot_product_cudnn_attention.h>
 #include <ATen/ops/_scaled_dot_product_cudnn_attention_backward.h>
 #include <ATen/ops/_scaled_dot_product_efficient_attention.h>
@@ -108,9 +109,10 @@ SDPBackend cuda_backend(const at::Tensor& query, const at::Tensor& key, const at
   };
   std::optional<at::Tensor> mask;
   if (attn_mask.has_value() && attn_mask->defined()) mask = cuda_stand_in(*attn_mask, device, attn_mask->requires_grad());
-  return static_cast<SDPBackend>(at::native::_fused_sdp_choice_stub(
-      c10::DeviceType::CUDA, stand_in(query), stand_in(key), stand_in(value), mask, dropout_p, is_causal, scale,
-      enable_gqa));
+  // CUDA's kernel of the op, called directly (not through the dispatcher,
+  // where a FakeTensorMode of the trace would take the call).
+  return static_cast<SDPBackend>(at::cuda::_fused_sdp_choice(stand_in(query), stand_in(key), stand_in(value), mask,
+                                                             dropout_p, is_causal, scale, enable_gqa));
 }
 
 bool mask_requires_grad(const std::optional<at::Tensor>& attn_mask) {
