@@ -16,6 +16,12 @@ PrivateUse1 device, compiles it with the declared hardware's Triton compiler
   declare_convolution_format(device, rule), cudnn_convolution_format
                           what the plugin's convolutions return, so that
                           compiled graphs expect it (convolution.py)
+  sdpa_flex_attention(when)
+                          scaled_dot_product_attention lowered to Inductor's
+                          flex-attention Triton templates where the plugin
+                          has no fused kernel ("fallback"), for every call
+                          ("always") or never ("off", the default)
+                          (attention.py)
 
 docs/torch-compile.md lists every torch attribute it touches and the torch
 versions checked; _torch_api.py holds each of those touches.
@@ -27,6 +33,7 @@ import sys
 import threading
 import warnings
 
+from .attention import sdpa_flex_attention  # noqa: F401
 from .convolution import cudnn_convolution_format, declare_convolution_format  # noqa: F401
 from .graph_capture import graph_capture_counts  # noqa: F401
 
@@ -166,6 +173,13 @@ def register(device: str | None = None) -> str:
         if name in _torch_api.convolution_formats():
             patched.append("torch._C._conv_determine_backend_memory_format: wrapped (the declared format of "
                            f"{name!r} convolutions)")
+        _torch_api.accept_flex_attention(name)
+        patched.append("torch.nn.attention.flex_attention._validate_device: replaced (flex_attention accepts "
+                       f"{name!r} tensors)")
+        _torch_api.flex_decoding_split_for(
+            name, lambda index: interface.get_device_properties(index).multi_processor_count)
+        patched.append("torch._inductor.kernel.flex.flex_decoding.{get_split_k, create_flex_decoding_kernel}: "
+                       f"replaced, wrapped (flex decoding on {name!r} splits over its declared multiprocessors)")
         _torch_api.quiet_small_gpu_gate(name)
         patched.append("torch._inductor.utils.is_big_gpu: replaced (its SM-count warning for "
                        f"{name!r} only where max-autotune was asked for)")
@@ -339,4 +353,4 @@ def arm() -> None:
         sys.meta_path.insert(0, _DynamoImportHook())
 
 
-__all__ = ["arm", "patched_torch_apis", "register", "register_runtime", "registered"]
+__all__ = ["arm", "patched_torch_apis", "register", "register_runtime", "registered", "sdpa_flex_attention"]

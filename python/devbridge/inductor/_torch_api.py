@@ -63,6 +63,15 @@ Sources: torch/_dynamo/, torch/_inductor/ and torch/utils/_triton.py of pytorch
            registry: benchmarking.benchmarker.benchmark wrapped for the
            plugin device, TritonBenchmarker.benchmark_gpu;
            config.inductor_default_autotune_warmup/_rep)
+  flex     torch.nn.attention.flex_attention._validate_device (replaced),
+           _apply_kernel_options, _create_empty_block_mask, BlockMask.
+           as_tuple; torch._higher_order_ops.flex_attention.flex_attention
+           (the operator); torch._inductor.kernel.flex.flex_decoding.
+           get_split_k (replaced) and create_flex_decoding_kernel (wrapped,
+           also where kernel.flex.flex_attention binds it)
+  sdpa     torch._inductor.config.pre_grad_custom_pass, custom_graph_pass.
+           CustomGraphPass; torch.utils._python_dispatch.TorchDispatchMode,
+           FakeTensor.fake_mode, the FX node meta "example_value" (Dynamo's)
 """
 
 from __future__ import annotations
@@ -829,3 +838,178 @@ def lowering_nodes(graph_lowering) -> list:
     module = getattr(graph_lowering, "module", None)
     graph = getattr(module, "graph", None)
     return list(graph.nodes) if graph is not None else []
+
+
+# ------------------------------------------------------------------ flex attention
+
+def accept_flex_attention(device: str) -> str:
+    """torch.nn.attention.flex_attention.flex_attention refuses every device
+    but cuda, cpu, xpu, hpu (and mps on 2.13+) in _validate_device, although
+    Inductor's flex lowering serves any Triton device with its templates (its
+    cpu and mps branches aside). For `device` the check passes; others get
+    the original. flex_attention looks the function up by name in its module
+    at each call, and Dynamo inlines it there, so the module attribute is
+    replaced. Checked on 2.11.0, 2.13.0 and 2.14.1."""
+    from torch.nn.attention import flex_attention as module
+
+    original = module._validate_device
+    if getattr(original, "_devbridge_device", None) == device:
+        return "already"
+
+    def _validate_device(query, key, value):
+        if query.device.type == device:
+            return None
+        return original(query, key, value)
+
+    _validate_device._devbridge_device = device
+    module._validate_device = _validate_device
+    return "replaced"
+
+
+_decoding_device: threading.local = threading.local()  # the device of the flex-decoding kernel being lowered
+
+
+def flex_decoding_split_for(device: str, multiprocessor_count) -> str:
+    """Inductor's flex-decoding lowering (short queries: under 128 rows)
+    splits the keys over the GPU's multiprocessors, which it counts with
+    torch.cuda.get_device_properties("cuda") (torch.xpu's where available):
+    on a host without CUDA that raises, and beside CUDA it counts another
+    device's. For a kernel on `device` the count is
+    multiprocessor_count(index), the plugin's declared hardware.
+    kernel.flex.flex_decoding.get_split_k(B, H, Mk) is replaced (it is
+    called by name in its module) and create_flex_decoding_kernel(query,
+    ...) wrapped to say which device it lowers for, in flex_decoding and
+    where flex_attention bound it by name. Checked on 2.11.0, 2.13.0 and
+    2.14.1."""
+    from torch._inductor.kernel.flex import flex_attention as lowering
+    from torch._inductor.kernel.flex import flex_decoding
+
+    original_create = flex_decoding.create_flex_decoding_kernel
+    if getattr(original_create, "_devbridge_device", None) == device:
+        return "already"
+    original_split = flex_decoding.get_split_k
+
+    def create_flex_decoding_kernel(*args, **kwargs):
+        query = args[0] if args else kwargs["query"]
+        target = query.get_device()
+        previous = getattr(_decoding_device, "value", None)
+        _decoding_device.value = target if target is not None and target.type == device else None
+        try:
+            return original_create(*args, **kwargs)
+        finally:
+            _decoding_device.value = previous
+
+    def get_split_k(B, H, Mk):
+        target = getattr(_decoding_device, "value", None)
+        if target is None:
+            return original_split(B, H, Mk)
+        # Inductor's rule (flex_decoding.get_split_k) with the plugin's count
+        return max(int(multiprocessor_count(target.index or 0)) // max(B * H, 1) * 2, 1)
+
+    create_flex_decoding_kernel._devbridge_device = device
+    flex_decoding.get_split_k = get_split_k
+    flex_decoding.create_flex_decoding_kernel = create_flex_decoding_kernel
+    if getattr(lowering, "create_flex_decoding_kernel", None) is original_create:
+        lowering.create_flex_decoding_kernel = create_flex_decoding_kernel
+    return "replaced"
+
+
+# The SDPA rewrite (attention.py): the pieces of torch it reads and calls.
+
+def example_value(node):
+    """The FakeTensor (or constant) Dynamo recorded for an FX node of the graph
+    it hands the backend (node.meta["example_value"]; "val" where another
+    tracer made the graph). Checked on 2.11.0, 2.13.0 and 2.14.1."""
+    meta = node.meta
+    return meta["example_value"] if "example_value" in meta else meta.get("val")
+
+
+def sdpa_runs_math(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa) -> bool:
+    """Whether scaled_dot_product_attention runs these inputs (Dynamo's
+    FakeTensors) in its math decomposition rather than a fused kernel: it is
+    called on them, under their fake mode, as AOTAutograd will call it, and a
+    dispatch mode watches for a fused attention op (aten._scaled_dot_product_*
+    other than the math ones: a plugin's
+    _scaled_dot_product_fused_attention_overrideable, flash, efficient,
+    cuDNN). The choice itself cannot be asked directly: SDPA calls the
+    device's _fused_sdp_choice_stub by device type, in C++, while the
+    torch._fused_sdp_choice op's Meta kernel, which FakeTensors reach, knows
+    only cuda and answers math for a plugin. Honours torch.nn.attention.
+    sdpa_kernel as SDPA does. Checked on 2.11.0, 2.13.0 and 2.14.1
+    (torch.utils._python_dispatch.TorchDispatchMode, FakeTensor.fake_mode)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    fused = []
+
+    class FusedAttentionSeen(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = str(func)  # "aten._scaled_dot_product_fused_attention_overrideable.default"
+            if name.startswith("aten._scaled_dot_product_") and "_math" not in name:
+                fused.append(name)
+            return func(*args, **(kwargs or {}))
+
+    with query.fake_mode, FusedAttentionSeen():
+        torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
+                                                         is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
+    return not fused
+
+
+def empty_block_mask(query, key):
+    """flex_attention's block mask when none is given: one block over
+    everything (nn.attention.flex_attention._create_empty_block_mask, 2.11.0,
+    2.13.0, 2.14.1)."""
+    from torch.nn.attention.flex_attention import _create_empty_block_mask
+
+    return _create_empty_block_mask(query, key)
+
+
+def flex_attention_hop(query, key, value, score_mod, block_mask, scale, mask_mod=None,
+                       score_mod_buffers=(), mask_mod_buffers=()):
+    """The attention output of the flex_attention higher-order operator, called
+    as flex_attention() calls it under Dynamo (torch._higher_order_ops.
+    flex_attention.flex_attention(query, key, value, score_mod,
+    block_mask.as_tuple(), scale, kernel_options, score_mod_other_buffers,
+    mask_mod_other_buffers) -> (out, logsumexp, max_scores), with
+    flex_attention._apply_kernel_options' defaults), for a caller that is being
+    traced by AOTAutograd rather than by Dynamo: the buffers that score_mod
+    and mask_mod read are passed as the operator's other buffers (score_mod(
+    score, b, h, q, kv, *score_mod_buffers), mask_mod(b, h, q, kv,
+    *mask_mod_buffers)) instead of being captured, which only Dynamo lifts.
+    mask_mod replaces the block mask's own (BlockMask.as_tuple() ends with
+    it). Checked on 2.11.0, 2.13.0 and 2.14.1."""
+    from torch._higher_order_ops.flex_attention import flex_attention as hop
+    from torch.nn.attention.flex_attention import _apply_kernel_options
+
+    block_tuple = block_mask.as_tuple()
+    if mask_mod is not None:
+        block_tuple = (*block_tuple[:-1], mask_mod)
+    kernel_options = _apply_kernel_options(query, key, value, False, None)
+    return hop(query, key, value, score_mod, block_tuple, scale, kernel_options, tuple(score_mod_buffers),
+               tuple(mask_mod_buffers))[0]
+
+
+def custom_graph_pass_base():
+    """torch._inductor.custom_graph_pass.CustomGraphPass: a pass with uuid(),
+    which the FX-graph and AOTAutograd caches take into their keys (2.13 and
+    2.14 also run a pre-grad pass with a uuid after the cache lookup; one
+    without makes them run it before and skip the cache). Checked on 2.11.0,
+    2.13.0 and 2.14.1."""
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+
+    return CustomGraphPass
+
+
+def pre_grad_pass():
+    """torch._inductor.config.pre_grad_custom_pass: one callable on 2.11 (a
+    list or tuple is accepted too on 2.13 and 2.14), run on the graph Dynamo
+    made, before AOTAutograd traces it (fx_passes.pre_grad.pre_grad_passes,
+    after Inductor's own pre-grad passes)."""
+    from torch._inductor import config
+
+    return config.pre_grad_custom_pass
+
+
+def set_pre_grad_pass(custom_pass) -> None:
+    from torch._inductor import config
+
+    config.pre_grad_custom_pass = custom_pass

@@ -55,8 +55,11 @@ std::string whyNotFused(const at::Tensor& query, const at::Tensor& key, const at
     return "a dtype other than float32, float64, bfloat16 or float16";
   }
   if (dropout_p > 0.0) return "dropout";
-  if (key.size(-1) != query.size(-1) || value.size(-1) != query.size(-1)) return "head sizes that differ";
-  if (query.numel() == 0 || key.numel() == 0 || value.numel() == 0) return "empty inputs";
+  // Symbolic sizes under torch.compile(dynamic=True): SymInt comparisons.
+  if (key.sym_size(-1) != query.sym_size(-1) || value.sym_size(-1) != query.sym_size(-1)) {
+    return "head sizes that differ";
+  }
+  if (query.sym_numel() == 0 || key.sym_numel() == 0 || value.sym_numel() == 0) return "empty inputs";
   if (attn_mask.has_value() && attn_mask->defined() && attn_mask->requires_grad()) {
     return "a mask that requires a gradient";
   }
@@ -155,14 +158,15 @@ fusedAttention(const at::Tensor& query, const at::Tensor& key, const at::Tensor&
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fusedAttentionBackward(
     const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
     const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask, const at::Tensor& out,
-    const at::Tensor& logsumexp, const at::Tensor& /*cum_seq_q*/, const at::Tensor& /*cum_seq_k*/,
-    int64_t /*max_q*/, int64_t /*max_k*/, double dropout_p, bool is_causal, const at::Tensor& /*philox_seed*/,
-    const at::Tensor& /*philox_offset*/, std::optional<double> scale) {
+    const at::Tensor& logsumexp, const at::Tensor& cum_seq_q, const at::Tensor& cum_seq_k,
+    int64_t /*max_q*/, int64_t /*max_k*/, double dropout_p, bool is_causal, const at::Tensor& philox_seed,
+    const at::Tensor& philox_offset, std::optional<double> scale) {
   constexpr const char* op = "_scaled_dot_product_fused_attention_overrideable_backward";
   const c10::DeviceIndex device = commonSimdevDevice(
       op,
       {{"grad_out", &grad_out}, {"query", &query}, {"key", &key}, {"value", &value}, {"attn_bias", &attn_bias},
-       {"out", &out}, {"logsumexp", &logsumexp}},
+       {"out", &out}, {"logsumexp", &logsumexp}, {"cum_seq_q", &cum_seq_q}, {"cum_seq_k", &cum_seq_k},
+       {"philox_seed", &philox_seed}, {"philox_offset", &philox_offset}},
       kAttentionScalars);
   TORCH_CHECK(dropout_p == 0.0, op, " on simdev: dropout is not supported (the forward never ran with it)");
   TORCH_CHECK(!grad_input_mask[3], op, " on simdev: no gradient for attn_bias (the forward is not fused for a "

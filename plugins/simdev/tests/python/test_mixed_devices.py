@@ -33,6 +33,8 @@ OP_SOURCES = {path.name for path in (Path(__file__).resolve().parents[2] / "csrc
 NOT_CHECKED = {
     "aten::_copy_from": "a copy between devices: taking tensors of two devices is what it is for (Copy.cpp)",
     "aten::_copy_from_and_resize": "a copy between devices, like _copy_from",
+    "aten::_fused_sdp_choice": "reads metadata only; scaled_dot_product_attention refuses mixed devices before "
+    "asking it (validate_sdpa_input), and the attention ops it picks check their arguments (Attention.cpp)",
 }
 
 
@@ -68,6 +70,10 @@ class Sample:
 
 def conv_args():
     return [s0(1, 2, 5, 5), s0(3, 2, 3, 3), s0(3)]
+
+
+def attention_args():
+    return [s0(1, 2, 4, 8), s0(1, 2, 4, 8), s0(1, 2, 4, 8)]
 
 
 REGISTERED_SAMPLES = [
@@ -122,6 +128,18 @@ REGISTERED_SAMPLES = [
         "aten::convolution_backward",
         lambda: ([s0(1, 3, 3, 3), *conv_args()[:2], [3], [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [True] * 3], {}),
         reported_as="convolution_backward",
+    ),
+    # fused attention (Attention.cpp)
+    Sample(
+        "aten::_scaled_dot_product_fused_attention_overrideable",
+        lambda: ([*attention_args(), s0(4, 4)], {}),
+        reported_as="_scaled_dot_product_fused_attention_overrideable",
+    ),
+    Sample(
+        "aten::_scaled_dot_product_fused_attention_overrideable_backward",
+        lambda: ([s0(1, 2, 4, 8), *attention_args(), s0(4, 4), [True, True, True, False], s0(1, 2, 4, 8),
+                  s0(1, 2, 4), s0(0), s0(0), 4, 4, 0.0, False, s0(), s0()], {}),
+        reported_as="_scaled_dot_product_fused_attention_overrideable_backward",
     ),
 ]
 

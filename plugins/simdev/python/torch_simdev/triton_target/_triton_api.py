@@ -30,6 +30,10 @@ below; what each of them reads of it:
                    eviction_policy), create_atomic_rmw(rmwOp, ptr, val, mask,
                    sem, scope), create_atomic_cas(ptr, cmp, val, sem, scope),
                    TensorHandle(data, dtype) with .data a numpy array
+  dot.py           InterpreterBuilder.create_dot(a, b, d, input_precision,
+                   max_num_imprecise_acc) (np.matmul of the handles'
+                   arrays), TensorHandle.get_element_ty(), bfloat16 kept as
+                   uint16 bits (_get_np_dtype)
   libdevice.py     InterpreterBuilder.create_extern_elementwise(libName,
                    libPath, symbol, argList, retType, isPure), _get_np_dtype,
                    interpreter_semantic; the modules

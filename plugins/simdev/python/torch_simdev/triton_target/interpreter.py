@@ -18,7 +18,7 @@ simdev device addresses (host memory), used in place, with no copy.
 Triton's interpreter internals are reached through _triton_api (the one
 module that names them, with the versions checked); this module, source
 (the rewrite of the compiled source), memory (masked loads, stores and
-atomics) and libdevice use them.
+atomics), dot (bfloat16 tl.dot) and libdevice use them.
 
 The interpreter's builder and its patches of triton.language are
 process-wide, so one interpreted launch runs at a time (a lock held from its
@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import _triton_api
+from . import dot as _dot
 from . import libdevice as _libdevice
 from . import memory as _memory
 from . import source as _source
@@ -471,6 +472,7 @@ def _begin(kernel: _Kernel, payload: bytes, grid: tuple) -> _Launch:
         scope.set_attr(_triton_api.jit_function(), "__call__", _helper_call)
         _libdevice.patch(scope)  # libdevice.exp & co., which the interpreter lacks
         _memory.patch(scope)  # masked-out lanes never reach the interpreter's C++ with their addresses
+        _dot.patch(scope)  # bfloat16 tl.dot on values, not on the interpreter's uint16 bits
         scope.set_attr(_triton_api.language_tensor(), "__index__", _index)
         # device_assert and overflow checks follow the compiled options (kernel[grid](..., debug=True))
         scope.set_attr(interpreter_builder, "options", dataclasses.replace(
