@@ -78,6 +78,13 @@ def _run_on_simdev(case, index, streams):
         torch.accelerator.set_device_index(0)
 
 
+def _bfloat16_product(case, name) -> torch.Tensor:
+    """The float32 product of a square bfloat16 dot case's operands (run_case's inputs)."""
+    a, b, _ = case.args(torch.Generator().manual_seed(sum(map(ord, name))))
+    n = int(a.numel() ** 0.5)
+    return (a.float().reshape(n, n) @ b.float().reshape(n, n)).reshape(-1)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_simdev_matches_triton_interpret_bit_for_bit(name, reference, streams):
     case = table.CASES[name]
@@ -88,6 +95,13 @@ def test_simdev_matches_triton_interpret_bit_for_bit(name, reference, streams):
         ((config, ours),) = ours.items()
         expected = expected[config]
     assert len(ours) == len(expected)
+    if name.startswith("dot/bfloat16"):
+        product = _bfloat16_product(case, name)
+        if not torch.allclose(expected[0].float(), product, rtol=2e-2, atol=1e-1):
+            # Triton 3.6's interpreter multiplies bfloat16 bit patterns as integers in tl.dot;
+            # simdev computes the product (torch_simdev/triton_target/dot.py): held to it instead.
+            torch.testing.assert_close(ours[0].float(), product, rtol=2e-2, atol=1e-1)
+            return
     for position, (a, b) in enumerate(zip(ours, expected)):
         if case.atol is None:
             assert same_bits(a, b), f"{name}: output {position} differs from TRITON_INTERPRET=1:\n{a}\n{b}"
