@@ -30,6 +30,11 @@ SOURCES = {path.name for path in (Path(__file__).resolve().parents[2] / "csrc").
 NOT_CHECKED = {
     "aten::_copy_from": "a copy between devices: taking tensors of two devices is what it is for (copy.cpp)",
     "aten::_copy_from_and_resize": "a copy between devices, like _copy_from",
+    "aten::_fused_sdp_choice": "reads metadata only; scaled_dot_product_attention refuses mixed devices before "
+    "asking it (validate_sdpa_input), and the attention ops it picks check their arguments (attention.cpp)",
+    "aten::_scaled_dot_product_fused_attention_overrideable_backward": "its philox seed and offset are CPU "
+    "tensors where memory-efficient attention made them so (outside graph capture), as on torch.cuda; its other "
+    "tensors are checked (attention.cpp), as the forward's sample shows",
 }
 
 
@@ -88,6 +93,8 @@ REGISTERED_SAMPLES = [
         lambda t: ([t(1, 3, 3, 3), *conv_args(t)[:2], *conv_params(), [True] * 3], {}),
         mirror=False,
     ),
+    Sample("aten::_scaled_dot_product_fused_attention_overrideable",
+           lambda t: ([t(1, 2, 8, 16), t(1, 2, 8, 16), t(1, 2, 8, 16), t(8, 8)], {}), mirror=False),
 ]
 
 # Operators cudadev does not register: their CUDA kernels run through the
