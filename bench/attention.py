@@ -12,6 +12,11 @@ of its own, sampled in turn, as bench/compile.py does), reduce-overhead
 forward and train step, and a decode-sized forward (1x16 tokens), default
 and reduce-overhead. Forward models alternate cuda and cudadev samples in
 one process. Every compiled cudadev graph is checked to call the fused op.
+The fallback part: one causal grouped-query attention call (the Llama-style
+model's, 512 tokens), forward and forward+backward, on cudadev with its own
+kernel switched off, lowered by devbridge.inductor.sdpa_flex_attention to the
+flex-attention Triton templates against the math decomposition (target >= 2x
+faster), and against torch.cuda's fused kernel (reported).
 
     TORCH_DEVICE_BACKEND_AUTOLOAD=0 python bench/attention.py --machine h200 --results-dir bench/results
 """
@@ -120,6 +125,79 @@ def forward_rows(rows, iterations, pairs, save, meta):
         save(rows, meta)
 
 
+# ---------------------------------------------------------------- the Triton fallback
+
+FALLBACK_TARGET = 2.0  # math decomposition / flex-attention templates, on cudadev
+ATTENTION_SHAPE = dict(batch=4, heads=16, kv_heads=4, length=512, head=64)  # the Llama-style model's attention
+
+
+def attention_step(device: str, variant: str, backward: bool):
+    """One compiled causal grouped-query SDPA call in bf16 (with its backward
+    when `backward`): "fused" (the device's own choice), "math" (cudadev with
+    its kernel switched off: the math decomposition) or "flex" (the same, with
+    devbridge.inductor.sdpa_flex_attention("fallback"): Inductor's
+    flex-attention Triton templates)."""
+    import devbridge.inductor
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    shape = ATTENTION_SHAPE
+    generator = torch.Generator().manual_seed(0)
+
+    def randn(heads):
+        return torch.randn(shape["batch"], heads, shape["length"], shape["head"], generator=generator).to(
+            device=device, dtype=torch.bfloat16).requires_grad_(backward)
+
+    q, k, v = randn(shape["heads"]), randn(shape["kv_heads"]), randn(shape["kv_heads"])
+    grad = torch.ones_like(q)
+
+    def attend(q, k, v):
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        if backward:
+            out.backward(grad)
+        return out
+
+    # cudadev without its own kernel: every backend but OVERRIDEABLE (its route)
+    backends = [SDPBackend.MATH, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
+                SDPBackend.CUDNN_ATTENTION] + ([SDPBackend.OVERRIDEABLE] if variant == "fused" else [])
+    previous = devbridge.inductor.sdpa_flex_attention("fallback" if variant == "flex" else "off")
+    compiled = torch.compile(attend)
+    try:
+        with torch.enable_grad(), sdpa_kernel(backends):
+            compiled(q, k, v)  # compiles under this variant's mode
+    finally:
+        devbridge.inductor.sdpa_flex_attention(previous)
+
+    def step():
+        with torch.enable_grad(), sdpa_kernel(backends):
+            return compiled(q, k, v)
+
+    return step
+
+
+def fallback_rows(rows, iterations, pairs, save, meta):
+    for backward in (False, True):
+        label = ("causal GQA attention, bf16, 4x16 heads (4 key/value), 512 tokens, head 64, "
+                 + ("forward and backward" if backward else "forward"))
+        torch._dynamo.reset()
+        steps = {"cudadev math": attention_step("cudadev", "math", backward),
+                 "cudadev flex": attention_step("cudadev", "flex", backward),
+                 "cuda": attention_step("cuda", "fused", backward)}
+        samples = harness.alternating_ms(steps, iterations, pairs)
+        for name, series in (("cudadev math", "math decomposition on cudadev (its kernel off)"),
+                             ("cudadev flex", "flex-attention templates on cudadev (its kernel off)"),
+                             ("cuda", "torch.cuda's fused kernel")):
+            rows.append(harness.row(f"{label}: {series}", statistics.median(samples[name]), "ms/iter",
+                                    group="fallback", samples=samples[name], model=label, series=series))
+        speedup = harness.ratio_summary(samples, "cudadev math", "cudadev flex")
+        rows.append(harness.row(f"{label}: math decomposition / flex templates on cudadev (speed-up)",
+                                speedup["median"], "ratio", target=f">= {FALLBACK_TARGET}",
+                                target_met=speedup["median"] >= FALLBACK_TARGET, group="fallback", spread=speedup))
+        peer = harness.ratio_summary(samples, "cudadev flex", "cuda")
+        rows.append(harness.row(f"{label}: flex templates on cudadev / cuda's fused kernel (reported)",
+                                peer["median"], "ratio", group="fallback", spread=peer))
+        save(rows, meta)
+
+
 def train_rows(rows, iterations, pairs, save, meta, names):
     for name in names:
         kind, mode = TRAIN[name]
@@ -145,7 +223,7 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=7, help="alternating cuda/cudadev samples")
     parser.add_argument("--train-iterations", type=int, default=10)
     parser.add_argument("--train-pairs", type=int, default=9)
-    parser.add_argument("--parts", default="forward,train", help="comma list of forward, train")
+    parser.add_argument("--parts", default="forward,train,fallback", help="comma list of forward, train, fallback")
     parser.add_argument("--train-models", default=",".join(TRAIN), help=f"comma list of {', '.join(TRAIN)}")
     parser.add_argument("--child-train", choices=tuple(TRAIN), help=argparse.SUPPRESS)
     parser.add_argument("--child-device", help=argparse.SUPPRESS)
@@ -157,8 +235,8 @@ def main() -> int:
         return 0
     parts = [part for part in args.parts.split(",") if part]
     names = [name for name in args.train_models.split(",") if name]
-    if set(parts) - {"forward", "train"} or set(names) - set(TRAIN):
-        parser.error(f"--parts takes forward,train and --train-models {','.join(TRAIN)}")
+    if set(parts) - {"forward", "train", "fallback"} or set(names) - set(TRAIN):
+        parser.error(f"--parts takes forward,train,fallback and --train-models {','.join(TRAIN)}")
     import devbridge
     import triton
 
@@ -185,6 +263,8 @@ def main() -> int:
         forward_rows(rows, args.iterations, args.pairs, save, meta)
     if "train" in parts:
         train_rows(rows, args.train_iterations, args.train_pairs, save, meta, names)
+    if "fallback" in parts:
+        fallback_rows(rows, args.iterations, args.pairs, save, meta)
     print(stem.with_suffix(".md").read_text())
     return 0
 

@@ -203,3 +203,49 @@ def test_compiled_training_steps_call_the_fused_kernel(mode):
         counts = graph_capture_counts()
         assert counts["captures"] - start["captures"] == 2, counts
         assert counts["not_captured"] == start["not_captured"], counts
+
+
+def test_with_its_kernel_switched_off_the_triton_fallback_runs_flex_templates():
+    """cudadev standing in for a plugin without a fused kernel: with
+    SDPBackend.OVERRIDEABLE (its route) disabled, devbridge's
+    sdpa_flex_attention("fallback") lowers compiled SDPA to Inductor's
+    flex-attention Triton templates, forward and backward, which devbridge's
+    Triton backend compiles and launches for cudadev."""
+    import re
+
+    import devbridge.inductor
+    from torch._inductor.utils import run_and_get_code
+
+    torch._dynamo.reset()
+    q, k, v, _ = case_inputs((8, 2), (256, 256), 64, {}, torch.bfloat16)
+    leaves = [t.to("cudadev").requires_grad_(True) for t in (q, k, v)]
+    grad = host(2, 8, 256, 64, seed=9, dtype=torch.bfloat16)
+
+    def attend(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+    def step():
+        out = torch.compile(attend)(*leaves)
+        out.backward(grad.to("cudadev"))
+        return out
+
+    previous = devbridge.inductor.sdpa_flex_attention("fallback")
+    try:
+        with sdpa_kernel([SDPBackend.MATH, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
+                          SDPBackend.CUDNN_ATTENTION]):
+            out, code = run_and_get_code(step)
+    finally:
+        devbridge.inductor.sdpa_flex_attention(previous)
+    code = "\n".join(code)
+    assert re.search(r"def triton_tem_fused_\w*flex_attention(?!_backward)", code), code[-3000:]
+    assert re.search(r"def triton_tem_fused_\w*flex_attention_backward", code), code[-3000:]
+    assert "_scaled_dot_product_fused_attention_overrideable" not in code and "extern_kernels.bmm" not in code
+
+    reference = [t.double().requires_grad_(True) for t in (q, k, v)]
+    with sdpa_kernel([SDPBackend.MATH]):
+        expected = F.scaled_dot_product_attention(*reference, is_causal=True, enable_gqa=True)
+    expected.backward(grad.double())
+    tolerance = dict(rtol=3e-2, atol=3e-2)
+    torch.testing.assert_close(out.detach().cpu().double(), expected.detach(), **tolerance)
+    for leaf, ref in zip(leaves, reference):
+        torch.testing.assert_close(leaf.grad.cpu().double(), ref.grad, **tolerance)
