@@ -131,3 +131,19 @@ def test_attention_dropout_is_not_captured_and_says_so(caplog):
         for _ in range(3):
             compiled(q)
     assert "runs this graph without graph capture: it draws random numbers" in caplog.text, caplog.text
+
+
+def test_dynamic_shapes_keep_the_fused_kernel():
+    """With symbolic sizes (dynamic=True) the plugin's choice still answers
+    (it compares SymInts), and one graph serves several lengths."""
+
+    def attend(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True) * 2.0
+
+    compiled = torch.compile(attend, dynamic=True, fullgraph=True)
+    for length in (8, 12, 16):
+        q, k, v = (host(1, 2, length, 8, seed=s).to("simdev") for s in (1, 2, 3))
+        out, code = run_and_get_code(compiled, q, k, v)
+        if code:
+            assert FUSED in "\n".join(code)
+        torch.testing.assert_close(out.cpu(), attend(q, k, v).cpu(), rtol=1e-5, atol=1e-5)
