@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import torch
 
-from . import _C
+from . import _C, _device_names
 
 _RESOLVER_CAPSULE_NAME = "devbridge_stream_resolver"
 
 
 def _device_type(device_type) -> str:
-    if isinstance(device_type, torch.device):
-        return device_type.type
-    if isinstance(device_type, str):
-        return torch.device(device_type).type
-    raise TypeError(f"devbridge: expected a device type name or torch.device, got {device_type!r}")
+    return _device_names.device_type(device_type)  # refuses a name torch does not know, naming the plugin
 
 
 def _device(device) -> tuple[str, int]:
@@ -23,7 +19,7 @@ def _device(device) -> tuple[str, int]:
         accelerator = torch.accelerator.current_accelerator()
         device = accelerator if accelerator is not None else torch.device("cpu")
     elif isinstance(device, str):
-        device = torch.device(device)
+        device = _device_names.checked_device(device)
     elif not isinstance(device, torch.device):
         raise TypeError(f"devbridge: expected a device (str or torch.device) or None, got {device!r}")
     index = device.index if device.index is not None else _C.current_device(device.type)

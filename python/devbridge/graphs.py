@@ -32,7 +32,7 @@ import gc
 
 import torch
 
-from . import _C
+from . import _C, _device_names
 
 __all__ = ["Graph", "graph", "is_available", "is_current_stream_capturing", "register_graph_api"]
 
@@ -54,7 +54,7 @@ def register_graph_api(table, device_type="privateuseone") -> None:
 
 
 def _plugin_type(device_type) -> str:
-    name = device_type.type if isinstance(device_type, torch.device) else torch.device(device_type).type
+    name = _device_names.device_type(device_type)  # refuses a name torch does not know, naming the plugin
     if name == "cuda":
         raise ValueError("devbridge.graphs serves PrivateUse1 plugin devices; for cuda use torch.cuda.CUDAGraph "
                          "and torch.cuda.graph")
@@ -72,7 +72,7 @@ def _plugin_device(device) -> torch.device:
         device = torch.accelerator.current_accelerator()
         if device is None:
             raise RuntimeError("devbridge.graphs: no accelerator is loaded; import the plugin, or pass its device")
-    device = torch.device(device)
+    device = _device_names.checked_device(device) if isinstance(device, str) else torch.device(device)
     _plugin_type(device.type)
     if device.type != _C.plugin_name():
         raise ValueError(f"devbridge.graphs: {device} is not the PrivateUse1 plugin's device "

@@ -28,6 +28,15 @@ skip_without_simdev = pytest.mark.skipif(
     not SIMDEV, reason="torch_simdev is not installed (pip install --no-build-isolation plugins/simdev)")
 
 
+def declare_before_the_rename(monkeypatch) -> None:
+    """Let declare_hardware take a device name no plugin loads (a scratch
+    name), as it does before a plugin renames PrivateUse1; once a plugin has
+    claimed it, only its name is taken (devbridge/_device_names.py)."""
+    from devbridge import _device_names
+
+    monkeypatch.setattr(_device_names, "loaded_backend", lambda: _device_names.UNCLAIMED)
+
+
 _build_root: pathlib.Path | None = None
 
 

@@ -200,5 +200,5 @@ def test_bad_hook_registrations_are_refused():
     with pytest.raises(ValueError, match="named 'devbridge_current_stream', got one named "
                                          "'devbridge_stream_resolver'"):
         devbridge.register_current_stream_query(wrong, "cpu")
-    with pytest.raises(RuntimeError, match="no_such_device"):  # torch.device's own error
+    with pytest.raises(RuntimeError, match="devbridge: 'no_such_device' is"):  # devbridge's, naming the plugin
         devbridge.register_external_stream_hook(None, "no_such_device")

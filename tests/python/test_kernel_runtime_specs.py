@@ -19,7 +19,7 @@ import devbridge.triton  # noqa: E402
 from devbridge import _C, launch  # noqa: E402
 from devbridge.triton import hardware, torch_plugin  # noqa: E402
 
-from launch_support import skip_without_simdev  # noqa: E402
+from launch_support import declare_before_the_rename, skip_without_simdev  # noqa: E402
 
 NAMES = "'cuda', 'ascend', 'simdev' and 'simdev-interpreter'"
 SPECS = ("'cuda', 'simdev:<library path>', 'simdev-interpreter:<library path>' or a "
@@ -78,8 +78,9 @@ def test_launch_refuses_a_simdev_runtime_without_its_library(name, missing):
 
 
 @pytest.fixture
-def scratch_device():
+def scratch_device(monkeypatch):
     """A device name no test of the suite declares, removed afterwards."""
+    declare_before_the_rename(monkeypatch)
     yield "specdev"
     hardware._declared.pop("specdev", None)
 

@@ -23,7 +23,7 @@ from devbridge import _triton_api  # noqa: E402
 from devbridge.triton.backend.compiler import DevbridgeBackend  # noqa: E402
 from devbridge.triton.backend.driver import DevbridgeDriver, PluginDeviceIndex  # noqa: E402
 
-from launch_support import simdev_kernels, skip_without_simdev  # noqa: E402
+from launch_support import declare_before_the_rename, simdev_kernels, skip_without_simdev  # noqa: E402
 
 
 @pytest.fixture
@@ -216,7 +216,8 @@ def test_without_declared_hardware_the_error_names_the_declaration(inactive):
             hardware._declared["simdev"] = before
 
 
-def test_declare_hardware_checks_its_arguments():
+def test_declare_hardware_checks_its_arguments(monkeypatch):
+    declare_before_the_rename(monkeypatch)  # 'xdev', no plugin's name: its other arguments are checked
     with pytest.raises(ValueError, match="needs the plugin's device type name"):
         devbridge.triton.declare_hardware("cudadev:0", compiler="nvidia", kernel_runtime="cuda")
     with pytest.raises(ValueError, match="is neither one of"):
@@ -287,14 +288,24 @@ def test_each_kernel_is_unloaded_by_the_driver_that_loaded_it(inactive):
         _unload_probe_kernel.device_caches.clear()
 
 
-def test_the_compiler_claims_declared_plugin_devices_only():
+@pytest.fixture
+def testdev(monkeypatch):
+    """'testdev', a device type no plugin loads, declared as before a rename; removed afterwards."""
+    from devbridge.triton import hardware
+
+    declare_before_the_rename(monkeypatch)
+    yield "testdev"
+    hardware._declared.pop("testdev", None)
+
+
+def test_the_compiler_claims_declared_plugin_devices_only(testdev):
     devbridge.triton.declare_hardware("testdev", compiler="nvidia", kernel_runtime="cuda")
     assert DevbridgeBackend.supports_target(GPUTarget("testdev", 90, 32))
     assert not DevbridgeBackend.supports_target(GPUTarget("cuda", 90, 32))
     assert not DevbridgeBackend.supports_target(GPUTarget("undeclared_dev", 90, 32))
 
 
-def test_a_plugin_target_compiles_to_the_same_cubin_as_cuda():
+def test_a_plugin_target_compiles_to_the_same_cubin_as_cuda(testdev):
     """Ahead of time, no GPU: GPUTarget('testdev', 90, 32), served by NVIDIA's
     compiler through devbridge's backend, gives the very cubin of
     GPUTarget('cuda', 90, 32)."""

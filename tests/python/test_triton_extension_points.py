@@ -21,12 +21,13 @@ import devbridge.triton  # noqa: E402
 from devbridge import _C, launch  # noqa: E402
 from devbridge.triton import hardware, torch_plugin  # noqa: E402
 
-from launch_support import PACKED, skip_without_simdev, stream_of, sync  # noqa: E402
+from launch_support import PACKED, declare_before_the_rename, skip_without_simdev, stream_of, sync  # noqa: E402
 
 
 @pytest.fixture
-def scratch_device():
+def scratch_device(monkeypatch):
     """A device name no other test declares, removed afterwards."""
+    declare_before_the_rename(monkeypatch)
     yield "hookdev"
     hardware._declared.pop("hookdev", None)
 

@@ -6,9 +6,9 @@ import platform
 import sys
 
 from .plugin import Backend, load_backend
-from .registry import CHECKS, run_one
+from .registry import run_all
 from .report import render_json, render_text
-from .result import CheckFailed, CheckResult
+from .result import FAIL, CheckFailed, CheckResult
 
 # Importing a check module registers its checks, in this order.
 from . import backend_checks  # noqa: F401,E402  (registration side effect)
@@ -20,7 +20,9 @@ __all__ = ["CheckResult", "run_checks", "run_check_command"]
 
 
 def run_checks(backend: Backend) -> list[CheckResult]:
-    return [run_one(entry, backend) for entry in CHECKS]
+    """Every registered check, in order; one whose dependency failed or was
+    skipped is skipped, naming it."""
+    return run_all(backend)
 
 
 def _environment(backend: Backend | None) -> dict:
@@ -90,7 +92,7 @@ def run_check_command(*, device: str | None, plugin: str | None, as_json: bool) 
         results = run_checks(backend)
     except CheckFailed as failure:
         results = [CheckResult(name="backend", capability="PrivateUse1 backend loaded",
-                               passed=False, detail=failure.detail, fix=failure.fix)]
+                               status=FAIL, detail=failure.detail, fix=failure.fix, notes=failure.notes)]
     env = _environment(backend)
     versions = _versions()
     if as_json:
@@ -99,4 +101,4 @@ def run_check_command(*, device: str | None, plugin: str | None, as_json: bool) 
         header = "devbridge check: " + ", ".join(f"{k} {v}" for k, v in env.items())
         print(render_text(header + "\n" + _versions_line(versions), results))
     sys.stdout.flush()
-    return 0 if all(r.passed for r in results) else 1
+    return 1 if any(r.failed for r in results) else 0  # a skip does not fail the run

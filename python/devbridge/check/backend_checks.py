@@ -17,7 +17,7 @@ from .native_stream import NATIVE_HANDLE_FIX
 from .plugin import Backend
 from .registry import check
 from .result import CheckFailed, CheckResult
-from .timing import ns_per_call
+from .timing import delay_knob, no_delay_knob, ns_per_call
 
 
 def _device(backend: Backend, index: int) -> torch.device:
@@ -54,7 +54,7 @@ def _backend(backend: Backend, result: CheckResult) -> None:
     result.detail = f"'{backend.name}' ({backend.loaded_from})"
 
 
-@check("device.count", "device count")
+@check("device.count", "device count", depends_on=("backend",))
 def _device_count(backend: Backend, result: CheckResult) -> None:
     count = torch.accelerator.device_count()
     module_count = backend.module.device_count()
@@ -71,7 +71,7 @@ def _device_count(backend: Backend, result: CheckResult) -> None:
     result.detail = f"{count} device(s)"
 
 
-@check("device.current", "current device get/set round trip")
+@check("device.current", "current device get/set round trip", depends_on=("device.count",))
 def _current_device(backend: Backend, result: CheckResult) -> None:
     saved = torch.accelerator.current_device_index()
     try:
@@ -90,7 +90,7 @@ def _current_device(backend: Backend, result: CheckResult) -> None:
     result.costs_ns["set_device_index"] = ns_per_call(lambda: torch.accelerator.set_device_index(saved))
 
 
-@check("device.per_thread", "current device is per host thread")
+@check("device.per_thread", "current device is per host thread", depends_on=("device.current",))
 def _per_thread_device(backend: Backend, result: CheckResult) -> None:
     count = torch.accelerator.device_count()
     if count < 2:
@@ -117,7 +117,7 @@ def _per_thread_device(backend: Backend, result: CheckResult) -> None:
     result.detail = f"thread A on {backend.name}:0, thread B on {backend.name}:{count - 1}"
 
 
-@check("stream.current", "current stream get/set, per device and per thread")
+@check("stream.current", "current stream get/set, per device and per thread", depends_on=("device.current",))
 def _current_stream(backend: Backend, result: CheckResult) -> None:
     device = _device(backend, torch.accelerator.current_device_index())
     default = torch.accelerator.current_stream(device)
@@ -156,7 +156,7 @@ def _current_stream(backend: Backend, result: CheckResult) -> None:
     result.costs_ns["current_stream"] = ns_per_call(lambda: torch.accelerator.current_stream(device))
 
 
-@check("stream.native_handle", "native stream handle (torch.Stream.native_handle)")
+@check("stream.native_handle", "native stream handle (torch.Stream.native_handle)", depends_on=("stream.current",))
 def _native_handle(backend: Backend, result: CheckResult) -> None:
     device = _device(backend, torch.accelerator.current_device_index())
     fix = NATIVE_HANDLE_FIX
@@ -189,7 +189,7 @@ def _native_handle(backend: Backend, result: CheckResult) -> None:
         lambda: torch.accelerator.current_stream(device).native_handle)
 
 
-@check("allocator", "allocator round trip (empty, copy in, copy out, free)")
+@check("allocator", "allocator round trip (empty, copy in, copy out, free)", depends_on=("device.current",))
 def _allocator(backend: Backend, result: CheckResult) -> None:
     device = _device(backend, torch.accelerator.current_device_index())
     host = torch.arange(4096, dtype=torch.float32)
@@ -212,7 +212,8 @@ def _allocator(backend: Backend, result: CheckResult) -> None:
         lambda: torch.empty(256, dtype=torch.float32, device=device))
 
 
-@check("device.synchronize", "torch.accelerator.synchronize() waits for every stream")
+@check("device.synchronize", "torch.accelerator.synchronize() waits for every stream",
+       depends_on=("stream.current", "allocator"))
 def _synchronize(backend: Backend, result: CheckResult) -> None:
     # torch marks a PrivateUse1 device type initialized only by calling
     # torch.<name>._lazy_init(), and torch 2.11's torch.accelerator.synchronize()
@@ -225,12 +226,13 @@ def _synchronize(backend: Backend, result: CheckResult) -> None:
                      "calls it on the first device tensor and only then counts the device initialized, which "
                      "torch 2.11's torch.accelerator.synchronize() needs to call the guard at all")
     device = _device(backend, torch.accelerator.current_device_index())
-    set_delay = _delay_knob(backend)
+    set_delay = delay_knob(backend)
     if set_delay is None:
         if not has_lazy_init:
             raise CheckFailed(f"torch.{backend.name} has no _lazy_init(); whether this torch's "
-                              "torch.accelerator.synchronize() waits was not observed (no delay knob)", lazy_init_fix)
-        result.detail = "_lazy_init present; no delay knob to prove the wait"
+                              "torch.accelerator.synchronize() waits was not observed, for want of a delay knob: "
+                              + no_delay_knob(backend), lazy_init_fix)
+        result.detail = f"_lazy_init present; no delay knob to prove the wait: {no_delay_knob(backend)}"
         return
     side = torch.Stream(device=device)
     work = torch.zeros(1024, device=device)
@@ -260,17 +262,12 @@ def _synchronize(backend: Backend, result: CheckResult) -> None:
     result.detail = "waited for 60 ms of queued work on a side stream (delay on)"
 
 
-def _delay_knob(backend: Backend):
-    """The plugin's debug delay setter (simdev: torch.simdev.set_op_delay_us), if any."""
-    return getattr(backend.module, "set_op_delay_us", None)
-
-
-@check("stream.ordering", "work on two streams ordered by an event")
+@check("stream.ordering", "work on two streams ordered by an event", depends_on=("stream.current", "allocator"))
 def _ordering(backend: Backend, result: CheckResult) -> None:
     device = _device(backend, torch.accelerator.current_device_index())
     producer = torch.Stream(device=device)
     consumer = torch.Stream(device=device)
-    set_delay = _delay_knob(backend)
+    set_delay = delay_knob(backend)
     source = torch.zeros(1 << 16, device=device)
     # Only stream-level waits here: this check is about events, and
     # torch.accelerator.synchronize() is device.synchronize's subject (torch
@@ -314,7 +311,7 @@ def _ordering(backend: Backend, result: CheckResult) -> None:
             "work; ops must run on the current stream",
         )
     if stale is None:
-        result.detail = "ordered; no delay knob, so asynchrony itself was not observed"
+        result.detail = f"ordered; no delay knob, so asynchrony itself was not observed: {no_delay_knob(backend)}"
     elif stale == 7.0:
         raise CheckFailed(
             "with a 20 ms delay on every queued op, a consumer that did NOT wait still saw the "

@@ -17,7 +17,7 @@ from .native_stream import require_native_stream
 from .plugin import Backend
 from .registry import check
 from .result import CheckFailed, CheckResult
-from .timing import enqueue_ns_per_call
+from .timing import delay_knob, enqueue_ns_per_call, no_delay_knob
 from .triton_checks import TRITON_FIX
 
 _CACHE_ENV = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
@@ -56,12 +56,13 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0] if text else ''}"
 
 
-@check("torch.compile", "torch.compile round trip")
+@check("torch.compile", "torch.compile round trip", depends_on=("allocator", "dlpack.stream", "triton.kernel"))
 def _torch_compile(backend: Backend, result: CheckResult) -> None:
     try:
         import triton  # noqa: F401
     except ImportError:
-        result.skip("Triton is not installed, and Inductor generates Triton for the plugin device: " + TRITON_FIX)
+        result.skip("Triton is not installed, and Inductor generates Triton for the plugin device",
+                    ["to enable: " + TRITON_FIX])
         return
     import devbridge.triton
 
@@ -70,7 +71,7 @@ def _torch_compile(backend: Backend, result: CheckResult) -> None:
         from devbridge.triton.hardware import how_to_declare
 
         result.skip(f"'{backend.name}' declares no Triton hardware, so torch.compile has no Triton compiler "
-                    "for it; to enable: " + how_to_declare(backend.name))
+                    "for it", ["to enable: " + how_to_declare(backend.name)])
         return
     import devbridge.inductor
 
@@ -87,7 +88,7 @@ def _torch_compile(backend: Backend, result: CheckResult) -> None:
     from torch._inductor.utils import run_and_get_code
 
     device = torch.device(backend.name, index)
-    set_delay = getattr(backend.module, "set_op_delay_us", None)
+    set_delay = delay_knob(backend)
     x_cpu = torch.randn(8, 16, generator=torch.Generator().manual_seed(0))
     expected = _function(x_cpu)
     filled = torch.full((8, 16), 0.25)
@@ -138,6 +139,7 @@ def _torch_compile(backend: Backend, result: CheckResult) -> None:
             "on another stream",
             _STREAM_FIX[0].upper() + _STREAM_FIX[1:])
     result.costs_ns["compiled(x)"] = cost.ns
-    order = "after the fill on the same stream (delay on)" if set_delay else "ordered (no delay knob)"
+    order = ("after the fill on the same stream (delay on)" if set_delay
+             else f"ordered, with no delay knob to prove it: {no_delay_knob(backend)}")
     result.detail = (f"softmax(x * 2 + 1) as Triton for {backend.name}, matches eager; first compile+run "
                      f"{first_ns / 1e9:.1f} s; ran {order}; {cost.describe()}")

@@ -41,10 +41,10 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {lines[0] if lines else ''}"
 
 
-def _what_torch_serves(backend: Backend, table: abi.Table) -> str:
+def _what_torch_serves(backend: Backend, table: abi.Table) -> list[str]:
     """What PyTorch's own table and Python protocol give for the plugin's
-    tensors in this process, measured: it differs between torch versions
-    and between plugins."""
+    tensors in this process, measured (it differs between torch versions
+    and between plugins): a line for each, as the failure's notes."""
     index = torch.accelerator.current_device_index()
     device = torch.device(backend.name, index)
     side = torch.Stream(device=device)
@@ -76,7 +76,7 @@ def _what_torch_serves(backend: Backend, table: abi.Table) -> str:
         protocol = f"torch.from_dlpack of a {backend.name} tensor raised {_first_line(exc)}"
     else:
         protocol = f"torch.from_dlpack of a {backend.name} tensor worked"
-    return f"measured here: {stream}; {protocol}"
+    return [f"measured here: {stream}", f"measured here: {protocol}"]
 
 
 @check("dlpack.installed", "DLPack exchange table installed on torch.Tensor")
@@ -90,7 +90,7 @@ def _installed(backend: Backend, result: CheckResult) -> None:
     if table.address != _our_table().address:
         raise CheckFailed(
             "torch.Tensor.__dlpack_c_exchange_api__ is PyTorch's own table, not devbridge's (devbridge.install() "
-            f"was not called); {_what_torch_serves(backend, table)}", _INSTALL_FIX)
+            "was not called)", _INSTALL_FIX, notes=_what_torch_serves(backend, table))
     result.detail = f"devbridge {devbridge.__version__}; other devices delegate to PyTorch's table"
 
 
@@ -108,7 +108,10 @@ def _version(backend: Backend, result: CheckResult) -> None:
     result.detail = "DLPack 1.3, all five functions present"
 
 
-@check("dlpack.stream", "current_work_stream is the plugin's live stream")
+# Not on stream.native_handle: a plugin without torch's handle may still serve
+# devbridge through a stream resolver (then only that check fails).
+@check("dlpack.stream", "current_work_stream is the plugin's live stream",
+       depends_on=("dlpack.version", "stream.current"))
 def _live_stream(backend: Backend, result: CheckResult) -> None:
     from devbridge import _C
 
@@ -158,7 +161,8 @@ def _live_stream(backend: Backend, result: CheckResult) -> None:
     result.costs_ns["current_work_stream(kDLExtDev)"] = samples[len(samples) // 2]
 
 
-@check("dlpack.roundtrip", "export and import of a plugin tensor (zero copy)")
+@check("dlpack.roundtrip", "export and import of a plugin tensor (zero copy)",
+       depends_on=("dlpack.version", "allocator"))
 def _roundtrip(backend: Backend, result: CheckResult) -> None:
     table = _our_table()
     device = torch.device(backend.name, torch.accelerator.current_device_index())
@@ -179,7 +183,8 @@ def _roundtrip(backend: Backend, result: CheckResult) -> None:
     result.detail = "non-contiguous view, same memory after the round trip"
 
 
-@check("dlpack.allocator", "managed_tensor_allocator on the plugin device")
+@check("dlpack.allocator", "managed_tensor_allocator on the plugin device",
+       depends_on=("dlpack.version", "allocator"))
 def _allocator(backend: Backend, result: CheckResult) -> None:
     table = _our_table()
     index = torch.accelerator.current_device_index()

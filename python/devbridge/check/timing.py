@@ -7,6 +7,23 @@ from dataclasses import dataclass
 from typing import Callable
 
 
+# The debug delay hook the ordering checks look for in the plugin's device
+# module: torch.<name>.set_op_delay_us(microseconds) makes every operation
+# queued afterwards sleep that long when it starts, on the device side (0: off).
+DELAY_HOOK = "set_op_delay_us"
+
+
+def delay_knob(backend) -> Callable[[int], None] | None:
+    """The plugin's debug delay setter, torch.<name>.set_op_delay_us, if any."""
+    return getattr(backend.module, DELAY_HOOK, None)
+
+
+def no_delay_knob(backend) -> str:
+    """The hook a plugin without a delay knob would provide, by name."""
+    return (f"torch.{backend.name}.{DELAY_HOOK}(microseconds) is not defined "
+            "(the debug delay hook, docs/plugin-authors.md §1)")
+
+
 def ns_per_call(fn: Callable[[], object], *, target_seconds: float = 0.02, repeats: int = 5) -> float:
     """Median over ``repeats`` of the mean time of one call, in nanoseconds.
 

@@ -11,7 +11,7 @@ from .native_stream import require_native_stream
 from .plugin import Backend
 from .registry import check
 from .result import CheckFailed, CheckResult
-from .timing import enqueue_ns_per_call
+from .timing import delay_knob, enqueue_ns_per_call, no_delay_knob
 
 BLOCK = 1024
 N = 4 * BLOCK  # four programs: where programs run on the host (simdev), each is one host call
@@ -19,12 +19,14 @@ TRITON_FIX = ("pip install 'devbridge[triton]' with the Triton that pairs with t
               "(torch 2.13: triton==3.7.1, torch 2.11: triton==3.6.0)")
 
 
-@check("triton.kernel", "Triton kernel on the current stream")
+# The launch goes on the stream devbridge resolves, as current_work_stream
+# does: where dlpack.stream fails, this check would fail with its story again.
+@check("triton.kernel", "Triton kernel on the current stream", depends_on=("allocator", "dlpack.stream"))
 def _triton_kernel(backend: Backend, result: CheckResult) -> None:
     try:
         import triton  # noqa: F401
     except ImportError:
-        result.skip("Triton is not installed: " + TRITON_FIX)
+        result.skip("Triton is not installed", ["to enable: " + TRITON_FIX])
         return
     import devbridge.triton
 
@@ -32,8 +34,8 @@ def _triton_kernel(backend: Backend, result: CheckResult) -> None:
     if hardware is None:
         from devbridge.triton.hardware import how_to_declare
 
-        result.skip(f"'{backend.name}' declares no Triton hardware, so no Triton compiler serves it; to enable: "
-                    + how_to_declare(backend.name))
+        result.skip(f"'{backend.name}' declares no Triton hardware, so no Triton compiler serves it",
+                    ["to enable: " + how_to_declare(backend.name)])
         return
     from . import _triton_kernel
 
@@ -41,7 +43,7 @@ def _triton_kernel(backend: Backend, result: CheckResult) -> None:
     # with the fix rather than with the launcher's error.
     require_native_stream(backend, torch.accelerator.current_device_index())
     device = torch.device(backend.name, torch.accelerator.current_device_index())
-    set_delay = getattr(backend.module, "set_op_delay_us", None)
+    set_delay = delay_knob(backend)
     stream = torch.Stream(device=device)
     grid = (N // BLOCK,)
     with stream, devbridge.triton.activate():
@@ -71,7 +73,8 @@ def _triton_kernel(backend: Backend, result: CheckResult) -> None:
             "the plugin's getStreamNativeHandle must return the native stream the current torch.Stream runs on "
             "(the driver launches there), and the declared kernel runtime must launch on it")
     result.costs_ns["kernel[grid](...)"] = cost.ns
-    order = "after the fill on the same stream (delay on)" if set_delay else "ordered (no delay knob)"
+    order = ("after the fill on the same stream (delay on)" if set_delay
+             else f"ordered, with no delay knob to prove it: {no_delay_knob(backend)}")
     # A spec's runtime ("cuda"), else the name the plugin's table gives
     runtime = (_kernel_runtimes.runtime_kind(hardware.kernel_runtime)
                or _C.kernel_runtime_name(devbridge.triton.driver().kernel_runtime()))

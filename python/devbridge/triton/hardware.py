@@ -33,7 +33,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import _kernel_runtimes  # cheap: opens no runtime, imports nothing of Triton
+from .. import _device_names, _kernel_runtimes  # cheap: opens no runtime, imports nothing of Triton
 
 # Compiler names -> (module, class name, the target backend name it compiles for).
 KNOWN_COMPILERS = {
@@ -121,6 +121,7 @@ def declare_hardware(device: str, *, compiler, kernel_runtime) -> Hardware:
     if not isinstance(device, str) or not device or ":" in device:
         raise ValueError(f"devbridge: declare_hardware needs the plugin's device type name (e.g. 'cudadev'), "
                          f"got {device!r}")
+    _device_names.check_plugin_name(device)  # before the plugin renames PrivateUse1: checked at the look-up
     name, compiler_type = _compiler_name(device, compiler)
     Hardware(device, name, kernel_runtime).compiler_class()  # validates the name; imports nothing
     # Only the type: the spec is resolved (and its runtime opened) by the
@@ -151,7 +152,16 @@ def how_to_declare(device: str) -> str:
             f"'package.module:BackendClass') and kernel_runtime 'cuda' (cubins through libcuda) or the "
             f"plugin's own 'devbridge_kernel_runtime' capsule (docs/plugin-authors.md, 'Triton: declare the "
             f"hardware your device runs on'); a device whose hardware no Triton backend compiles for cannot run "
-            f"Triton kernels")
+            f"Triton kernels{_misnamed_declarations()}")
+
+
+def _misnamed_declarations() -> str:
+    """Declarations made before the plugin renamed PrivateUse1 (declare_hardware
+    could not check their names then) under a name that is not the plugin's."""
+    with _lock:
+        names = _device_names.unclaimed_names(_declared)
+    return "".join(f"; declare_hardware('{name}', ...) was called before the plugin renamed PrivateUse1, and "
+                   f"{_device_names.not_loaded(name)}" for name in names)
 
 
 def require(device: str) -> Hardware:
