@@ -4,7 +4,7 @@ name them: the one place that knows both spellings.
   a name and a library     launch.kernel_runtime("simdev", library=...)
   a spec                   what a plugin declares as its hardware's kernel
                            runtime (devbridge.triton.declare_hardware):
-                           "cuda", "simdev:<library path>", its own
+                           "cuda", "host", "simdev:<library path>", its own
                            'devbridge_kernel_runtime' capsule, or a function
                            returning that capsule (called when the runtime is
                            first needed: for a capsule that cannot be made
@@ -12,6 +12,12 @@ name them: the one place that knows both spellings.
   Python kernels           launch.python_kernel_runtime(...): a runtime whose
                            programs are Python calls on the plugin's stream
                            (python_kernel_runtime below)
+  host kernels             launch.host_kernel_runtime(...): a runtime whose
+                           programs are Python calls on the launching thread,
+                           after the plugin's current stream was synchronized
+                           (host_kernel_runtime below); the "host" spec is
+                           the one running the interpreter Triton target
+                           (devbridge.triton.interpreter)
 
 resolve(spec) turns a spec into the capsule; runtime_name(spec) names it
 for cache keys without opening anything. _C is imported only where a
@@ -45,6 +51,8 @@ RUNTIMES = (
     _Runtime("cuda", needs_library=False, declarable=True, opens="libcuda.so.1"),
     _Runtime("ascend", needs_library=False, declarable=False,
              opens="CANN's libascendcl.so; DEVBRIDGE_ASCENDCL_LIBRARY names another path"),
+    _Runtime("host", needs_library=False, declarable=True,
+             opens="nothing: it runs the interpreter Triton target's programs on the launching thread"),
     _Runtime("simdev", needs_library=True, declarable=True),
     _Runtime("simdev-interpreter", needs_library=True, declarable=True,
              factory="torch_simdev.triton_target:kernel_runtime"),
@@ -90,6 +98,10 @@ def open_runtime(name: str, library: str | None = None):
     if not runtime.needs_library:
         if library is not None:
             raise ValueError(f"devbridge: the {name} kernel runtime takes no library (it opens {runtime.opens})")
+        if name == "host":
+            from .triton.interpreter import host_kernel_runtime
+
+            return host_kernel_runtime()
         return _C.cuda_kernel_runtime() if name == "cuda" else _C.ascend_kernel_runtime()
     if not library:
         raise ValueError(f"devbridge: the {name} kernel runtime needs library=<path of "
@@ -188,6 +200,20 @@ def python_kernel_runtime(name: str, *, library: str, load, run):
         return load(image)
 
     return _C.python_kernel_runtime(name, library, _trampoline(), load_then_stop_at_exit, run)
+
+
+def host_kernel_runtime(name: str, *, load, run):
+    """A kernel runtime whose kernels are Python, run on the launching thread
+    (launch.host_kernel_runtime)."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"devbridge: a host kernel runtime needs a name for messages, got {name!r}")
+    for role, function in (("load", load), ("run", run)):
+        if not callable(function):
+            raise TypeError(f"devbridge: a host kernel runtime's {role} must be callable, got "
+                            f"{type(function).__name__}")
+    from . import _C
+
+    return _C.host_kernel_runtime(name, load, run)
 
 
 def _stop_at_exit() -> None:

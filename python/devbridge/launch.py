@@ -50,7 +50,9 @@ def kernel_runtime(name: str, *, library: str | None = None):
 
     `name`: "cuda" (cubins; libcuda.so.1 opened on first use), "ascend"
     (NPU binaries of triton-ascend; CANN's libascendcl.so opened on first use,
-    Ascend-layout launchers only), "simdev" (shared libraries of host-function
+    Ascend-layout launchers only), "host" (the interpreter Triton target's
+    programs run on the launching thread, for a plugin whose tensors are host
+    memory: host_kernel_runtime below), "simdev" (shared libraries of host-function
     kernels; `library` is the simdev runtime library,
     torch_simdev.runtime_library_path()), or "simdev-interpreter" (an older
     name of the runtime simdev's Triton target makes, with the same library).
@@ -82,6 +84,27 @@ def python_kernel_runtime(name: str, *, library: str, load, run):
     (torch_simdev.runtime_library_path()), whose module API runs the
     programs. `name` names the runtime in messages and cache keys."""
     return _kernel_runtimes.python_kernel_runtime(name, library=library, load=load, run=run)
+
+
+def host_kernel_runtime(name: str, *, load, run):
+    """A kernel runtime (PyCapsule "devbridge_kernel_runtime") whose kernels
+    are Python run on the launching thread, for any plugin whose tensors live
+    in host memory; it needs only the plugin's c10 device guard (getStream,
+    synchronizeStream), no runtime library. kernel_runtime="host" is this
+    runtime running the interpreter Triton target (devbridge.triton.interpreter).
+
+    `load(image: bytes) -> int` as for python_kernel_runtime. A launch must be
+    on the current stream of the plugin device (the stream Triton and
+    Inductor launch on; another stream is refused, naming it): it waits for
+    the work queued there (synchronizeStream), then runs every program in
+    order on the calling thread, each as one call `run(id, (x, y, z) program,
+    (x, y, z) grid, device index, payload: bytes) -> int` (the payload as for
+    python_kernel_runtime; 0: done; anything else, or raising, fails the
+    launch at once, with the error's text, and skips its remaining
+    programs). The launch returns once every program ran, so work queued on
+    the stream later comes after the kernel. `name` names the runtime in
+    messages and cache keys."""
+    return _kernel_runtimes.host_kernel_runtime(name, load=load, run=run)
 
 
 def load_binary(image: bytes, kernel_name: str, *, device=None, runtime, shared: int = 0) -> LoadedBinary:

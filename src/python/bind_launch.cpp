@@ -135,6 +135,15 @@ void BindLaunch(py::module_& m) {
       py::arg("name"), py::arg("library"), py::arg("trampoline"), py::arg("load"), py::arg("run"),
       "A kernel runtime whose kernels are Python: load(image) -> id, run(id, program, grid, device, payload) "
       "per program, on simdev's streams (devbridge.launch.python_kernel_runtime).");
+  m.def(
+      "host_kernel_runtime",
+      [](const std::string& name, const py::object& load, const py::object& run) {
+        return RuntimeCapsule(launch::HostKernelRuntime(name, load.ptr(), run.ptr()));
+      },
+      py::arg("name"), py::arg("load"), py::arg("run"),
+      "A kernel runtime whose kernels are Python run on the launching thread after the plugin's current stream "
+      "is synchronized: load(image) -> id, run(id, program, grid, device, payload) per program "
+      "(devbridge.launch.host_kernel_runtime).");
   m.def("ascend_kernel_runtime", [] { return RuntimeCapsule(launch::AscendKernelRuntime()); },
         "The Ascend kernel runtime (CANN's libascendcl.so opened on first use).");
   m.def("ascend_soc_name", &AscendSocName, "The NPU's SoC name (aclrtGetSocName); needs CANN.");

@@ -20,6 +20,15 @@ namespace launch {
 const DevbridgeKernelRuntime* PythonKernelRuntime(const std::string& name, const std::string& simdev_library,
                                                   const std::string& trampoline_path, PyObject* load, PyObject* run);
 
+// A new table named `name` whose kernels run on the launching thread
+// (host_kernel_runtime.cpp), for a PrivateUse1 plugin whose tensors are host
+// memory: `load(image: bytes) -> int` registers a binary, `run(id, program,
+// grid, device, payload: bytes) -> int` runs one program; a launch must be on
+// the plugin's current stream, which it synchronizes before running every
+// program. Both callables and the table are kept for the process. Needs the
+// GIL. Throws devbridge::Error.
+const DevbridgeKernelRuntime* HostKernelRuntime(const std::string& name, PyObject* load, PyObject* run);
+
 // Called by an atexit hook: programs still queued after it are skipped
 // (reported as failures of their launch), never run in a finalizing Python.
 void StopPythonKernelsAtExit() noexcept;

@@ -7,11 +7,13 @@ imports it, and so do Inductor's compile workers, fresh Python processes):
 
   compiler        the Triton backend class whose compiler produces the
                   device's binaries: "nvidia" (triton.backends.nvidia), "amd",
-                  a module path "pkg.compiler:ClassName", or the class itself
+                  "interpreter" (devbridge.triton.interpreter: Triton's
+                  interpreter over host memory), a module path "pkg.compiler:ClassName", or the class itself
                   (a triton.backends.compiler.BaseBackend subclass); the class
                   may also set devbridge's optional hooks (COMPILER_HOOKS)
   kernel_runtime  how devbridge loads and launches those binaries: a spec
-                  ("cuda", "simdev:<library path>"), a
+                  ("cuda", "host" for the interpreter on a plugin whose
+                  tensors are host memory, "simdev:<library path>"), a
                   "devbridge_kernel_runtime" capsule the plugin provides, or a
                   function returning that capsule, called when the driver
                   first needs the runtime (devbridge._kernel_runtimes)
@@ -35,15 +37,19 @@ from typing import Any
 
 from .. import _device_names, _kernel_runtimes  # cheap: opens no runtime, imports nothing of Triton
 
-# Compiler names -> (module, class name, the target backend name it compiles for).
+# Compiler names -> (module, class name, the target backend name it compiles
+# for; None: the plugin's own target). "interpreter" is devbridge's
+# interpreter target (devbridge.triton.interpreter), for plugins whose tensors
+# live in host memory, with kernel_runtime="host" (or a runtime of their own).
 KNOWN_COMPILERS = {
     "nvidia": ("triton.backends.nvidia.compiler", "CUDABackend", "cuda"),
     "amd": ("triton.backends.amd.compiler", "HIPBackend", "hip"),
+    "interpreter": ("devbridge.triton.interpreter.compiler", "InterpreterBackend", None),
 }
 # Older spellings, kept so that declarations written for them still work:
-# simdev's Triton target declared "interpreter" while it lived in devbridge.
+# the interpreter compiler's class while it lived in simdev's package.
 COMPATIBLE_COMPILERS = {
-    "interpreter": "torch_simdev.triton_target.compiler:InterpreterBackend",
+    "torch_simdev.triton_target.compiler:InterpreterBackend": "devbridge.triton.interpreter.compiler:InterpreterBackend",
 }
 
 #: devbridge's optional hooks on a compiler class, with what their absence
@@ -149,8 +155,9 @@ def how_to_declare(device: str) -> str:
             f"hardware it drives and how those binaries are loaded and launched: "
             f"devbridge.triton.declare_hardware('{device}', compiler=..., kernel_runtime=...), with compiler "
             f"the Triton backend of that hardware ({', '.join(repr(c) for c in KNOWN_COMPILERS)} or "
-            f"'package.module:BackendClass') and kernel_runtime 'cuda' (cubins through libcuda) or the "
-            f"plugin's own 'devbridge_kernel_runtime' capsule (docs/plugin-authors.md, 'Triton: declare the "
+            f"'package.module:BackendClass') and kernel_runtime 'cuda' (cubins through libcuda), 'host' (with "
+            f"compiler='interpreter', for a plugin whose tensors are host memory: Triton's interpreter, launched "
+            f"on the current stream) or the plugin's own 'devbridge_kernel_runtime' capsule (docs/plugin-authors.md, 'Triton: declare the "
             f"hardware your device runs on'); a device whose hardware no Triton backend compiles for cannot run "
             f"Triton kernels{_misnamed_declarations()}")
 

@@ -1,5 +1,6 @@
-"""simdev's Triton target: kernels run by Triton's own interpreter, program by
-program on simdev's stream workers, over simdev memory in place. For tests,
+"""simdev's Triton target: devbridge's interpreter target (kernels run by
+Triton's own interpreter over simdev memory in place), with simdev's own
+kernel runtime, which runs the programs on simdev's stream workers. For tests,
 not speed: CI has no GPU, yet devbridge's whole Triton path runs for real on
 it (docs/simdev.md, "simdev's Triton target").
 
@@ -8,17 +9,20 @@ It is served through the extension points any plugin uses
 
     devbridge.triton.declare_hardware("simdev", compiler=COMPILER, kernel_runtime=kernel_runtime)
 
-  compiler.py      the compiler: NVIDIA's front end, a binary that describes
-                   the kernel for the interpreter (and devbridge's hooks:
-                   kernels are not timed, no cache to flush, the Python
-                   function found before a kernel loads)
+  COMPILER         "interpreter": devbridge's interpreter compiler
+                   (devbridge.triton.interpreter: NVIDIA's front end, a binary
+                   that describes the kernel for Triton's interpreter)
   kernel_runtime   the kernel runtime, made when devbridge's driver first
                    needs it: devbridge's Python kernel runtime over simdev's
                    stream (devbridge.launch.python_kernel_runtime), whose
-                   programs are interpreter.run_program calls
-  interpreter.py   the binary's format, loading and running one program
-                   (source.py, memory.py, libdevice.py its parts;
-                   _triton_api.py every private Triton name they use)
+                   programs are the interpreter's run_program calls, queued
+                   and run asynchronously like any simdev kernel
+
+Any plugin whose tensors live in host memory can declare the same compiler
+with devbridge's generic kernel_runtime="host" instead, which needs no runtime
+library (a synchronous launch on the current stream); simdev keeps its own
+runtime, whose launches are asynchronous as a device's are, and its tests
+declare "host" on simdev too (tests/python/test_triton_host_target.py).
 
 Importing this package imports neither Triton nor devbridge: torch_simdev
 declares its hardware while `import torch` (or `import devbridge`) may still
@@ -30,33 +34,27 @@ from __future__ import annotations
 import sys
 import threading
 
-#: The compiler simdev declares (devbridge imports it when it compiles).
-COMPILER = "torch_simdev.triton_target.compiler:InterpreterBackend"
+#: The compiler simdev declares: devbridge's interpreter compiler, by name.
+COMPILER = "interpreter"
 #: The kernel runtime's name, as devbridge's messages and cache keys give it.
 RUNTIME_NAME = "simdev-interpreter"
 
 _lock = threading.Lock()
 _runtimes: dict[str, object] = {}
-_interpreter = None  # the interpreter module, imported at the first load (it needs numpy)
-
-
-def _interpreter_module():
-    global _interpreter
-    if _interpreter is None:
-        from . import interpreter
-
-        _interpreter = interpreter
-    return _interpreter
 
 
 def _load(image: bytes) -> int:
-    return _interpreter_module().register(image)
+    from devbridge.triton.interpreter import interpreter
+
+    return interpreter.register(image)
 
 
 def _run(kernel_id: int, program: tuple, grid: tuple, device: int, payload: bytes) -> int:
     # run_program is looked up on every call, so that it can be observed (tests).
+    from devbridge.triton.interpreter import interpreter
+
     try:
-        return _interpreter_module().run_program(kernel_id, program, grid, device, payload)
+        return interpreter.run_program(kernel_id, program, grid, device, payload)
     except Exception as error:  # noqa: BLE001 - the launch fails; simdev reports it at the next synchronization
         message = f"{type(error).__name__}: {error}"
         print(f"devbridge: an interpreted Triton kernel failed on simdev:{device}: {message[:2000]}", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""The Python function simdev's Triton target runs: exactly the source Triton
+"""The Python function the interpreter Triton target runs: exactly the source Triton
 compiled, rewritten for Triton's interpreter.
 
 A JITFunction's source can differ from its Python function's: code generators

@@ -1,4 +1,4 @@
-"""libdevice for simdev's Triton target.
+"""libdevice for the interpreter Triton target.
 
 Triton's interpreter has no libdevice: the device-neutral stubs in
 triton.language.extra.libdevice (which Inductor's kernels call, e.g.
@@ -21,7 +21,7 @@ import math
 try:
     import numpy as np
 except ImportError as error:
-    raise ImportError("devbridge: the interpreter Triton target (simdev's) runs kernels in Triton's interpreter, "
+    raise ImportError("devbridge: the interpreter Triton target runs kernels in Triton's interpreter, "
                       "which computes with numpy, and numpy is not installed: pip install numpy (torch-simdev and "
                       "devbridge[triton] declare it)") from error
 
@@ -94,7 +94,7 @@ def _extern_elementwise(builder, libName, libPath, symbol, argList, retType, isP
     interpreter = _triton_api.interpreter()
     fn = _numpy_function(symbol)
     if fn is None:
-        raise NotImplementedError(f"devbridge: simdev's Triton target has no numpy equivalent of the libdevice "
+        raise NotImplementedError(f"devbridge: the interpreter Triton target has no numpy equivalent of the libdevice "
                                   f"function {symbol}; compute it from triton.language operations instead")
     scalar = retType.scalar if hasattr(retType, "scalar") else retType
     with np.errstate(all="ignore"):  # inf / nan results are the function's, as on a GPU

@@ -1,4 +1,4 @@
-"""Every private Triton name simdev's Triton target touches, in one place, with
+"""Every private Triton name the interpreter Triton target touches, in one place, with
 the Triton versions each was checked on (3.6.0, 3.7.1 and 3.8.0; the files are
 python/triton/runtime/interpreter.py and runtime/jit.py of each).
 
@@ -58,8 +58,8 @@ refused, naming them, before any of these is read.
 from __future__ import annotations
 
 CHECKED_VERSIONS = ((3, 6), (3, 7), (3, 8))
-#: The opt-in devbridge documents for an unchecked torch or Triton; simdev's
-#: target honours the same one, with its own warning.
+#: The opt-in devbridge documents for an unchecked torch or Triton; the
+#: interpreter target honours the same one, with its own warning.
 ALLOW_UNCHECKED_ENV = "DEVBRIDGE_ALLOW_UNCHECKED_VERSIONS"
 
 _checked = None  # the interpreter module, once the version was checked
@@ -85,13 +85,13 @@ def interpreter():
         if _major_minor(triton.__version__) not in CHECKED_VERSIONS:
             checked = ", ".join(f"{a}.{b}" for a, b in CHECKED_VERSIONS)
             if not _allow_unchecked():
-                raise RuntimeError(f"simdev: Triton {triton.__version__} is not a release simdev's Triton target was "
-                                   f"checked on ({checked}); install one of those (pip install triton==3.8.0), or "
+                raise RuntimeError(f"devbridge: Triton {triton.__version__} is not a release the interpreter Triton "
+                                   f"target was checked on ({checked}); install one of those (pip install triton==3.8.0), or "
                                    f"set {ALLOW_UNCHECKED_ENV}=1 to try this one anyway")
             import warnings
 
-            warnings.warn(f"simdev: running its Triton target on Triton {triton.__version__}, which it was not "
-                          f"checked on ({checked}), because {ALLOW_UNCHECKED_ENV} is set", RuntimeWarning)
+            warnings.warn(f"devbridge: running the interpreter Triton target on Triton {triton.__version__}, "
+                          f"which it was not checked on ({checked}), because {ALLOW_UNCHECKED_ENV} is set", RuntimeWarning)
         import triton.runtime.interpreter as module
 
         _checked = module

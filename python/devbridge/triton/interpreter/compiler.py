@@ -1,9 +1,11 @@
-"""simdev's Triton compiler: Triton's front end for an sm80 part, whose binary
-is a description of the kernel for Triton's interpreter (interpreter.py).
+"""The interpreter Triton target's compiler: Triton's front end for an sm80
+part, whose binary is a description of the kernel for Triton's interpreter
+(interpreter.py).
 
-simdev declares it as its hardware's compiler
-(devbridge.triton.declare_hardware(compiler="torch_simdev.triton_target.compiler:InterpreterBackend")),
-like any plugin names its hardware's Triton backend; devbridge's compiler
+A plugin declares it by name, compiler="interpreter"
+(devbridge.triton.declare_hardware("<device>", compiler="interpreter",
+kernel_runtime="host"), or simdev's own kernel runtime), like any plugin
+names its hardware's Triton backend; devbridge's compiler
 backend then delegates every stage to it. The front end still builds (and so
 checks) the TTIR, with NVIDIA's options and language modules, so a kernel
 that would not compile for a GPU fails here too; the stages after it make
@@ -35,7 +37,7 @@ class InterpreterBackend(CUDABackend):
     l2_cache_size = 1 << 20
 
     def __init__(self, target: GPUTarget) -> None:
-        # The plugin's own target (simdev, arch 0) names no instruction set;
+        # The plugin's own target (arch 0) names no instruction set;
         # the front end checks kernels as for an sm80 part.
         super().__init__(_FRONT_END_TARGET)
         self.binary_ext = "interp"
@@ -67,7 +69,7 @@ class InterpreterBackend(CUDABackend):
 
         source = compiling_source()
         if source is None or not hasattr(source, "fn"):
-            raise NotImplementedError("devbridge: simdev's Triton target compiles @triton.jit functions through "
+            raise NotImplementedError("devbridge: the interpreter Triton target compiles @triton.jit functions through "
                                       "triton.compile(ASTSource(...)) or kernel[grid](...), not IR files")
         interpreter.remember(source.fn)
         # Triton runs the front end (source.make_ir) after add_stages

@@ -1,4 +1,4 @@
-"""tl.dot of bfloat16 operands for simdev's Triton target.
+"""tl.dot of bfloat16 operands for the interpreter Triton target.
 
 Triton's interpreter keeps bfloat16 values as their bits in numpy uint16
 arrays (it has no bfloat16 numpy type), and its InterpreterBuilder.create_dot

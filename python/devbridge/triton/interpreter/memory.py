@@ -1,4 +1,4 @@
-"""Masked memory operations for simdev's Triton target, made safe before
+"""Masked memory operations for the interpreter Triton target, made safe before
 Triton's interpreter sees them.
 
 On a GPU a masked-out lane is never dereferenced, whatever its address: a
