@@ -75,7 +75,7 @@ def test_a_plain_import_of_the_plugin_sets_everything_up(tmp_path):
         from devbridge.triton.backend.driver import DevbridgeDriver
 
         assert devbridge.is_installed()
-        assert devbridge.triton.declared("simdev").compiler == "torch_simdev.triton_target.compiler:InterpreterBackend"
+        assert devbridge.triton.declared("simdev").compiler == "interpreter"
 
         # Triton: no activate(); simdev is the only accelerator here, so
         # devbridge's driver is Triton's default.

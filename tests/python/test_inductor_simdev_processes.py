@@ -31,7 +31,7 @@ WORKER_SCRIPT = textwrap.dedent("""
     import torch._inductor.config as config
     config.compile_threads = int(sys.argv[1])
     assert config.worker_start_method == "subprocess", config.worker_start_method
-    import torch_simdev.triton_target.interpreter as interpreter
+    import devbridge.triton.interpreter.interpreter as interpreter
     if config.compile_threads > 1:
         # Inductor compiles in-process until its worker pool is up: wait for it.
         from torch._inductor.async_compile import AsyncCompile

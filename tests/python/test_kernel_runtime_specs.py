@@ -21,8 +21,8 @@ from devbridge.triton import hardware, torch_plugin  # noqa: E402
 
 from launch_support import declare_before_the_rename, skip_without_simdev  # noqa: E402
 
-NAMES = "'cuda', 'ascend', 'simdev' and 'simdev-interpreter'"
-SPECS = ("'cuda', 'simdev:<library path>', 'simdev-interpreter:<library path>' or a "
+NAMES = "'cuda', 'ascend', 'host', 'simdev' and 'simdev-interpreter'"
+SPECS = ("'cuda', 'host', 'simdev:<library path>', 'simdev-interpreter:<library path>' or a "
          "'devbridge_kernel_runtime' capsule")
 
 
@@ -42,9 +42,10 @@ def test_launch_opens_each_simdev_runtime_with_its_library(name):
     assert type(runtime).__name__ == "PyCapsule" and _C.kernel_runtime_name(runtime) == name
 
 
-@pytest.mark.parametrize("name", ["cuda", "ascend"])
+@pytest.mark.parametrize("name", ["cuda", "ascend", "host"])
 def test_launch_opens_the_runtimes_that_need_no_library(name):
-    # Their vendor library is opened on first use, so this runs without one.
+    # Their vendor library is opened on first use, so this runs without one
+    # (the host runtime opens none).
     assert _C.kernel_runtime_name(launch.kernel_runtime(name)) == name
 
 
@@ -59,7 +60,8 @@ def test_launch_refuses_an_unknown_name_listing_every_name():
 
 @pytest.mark.parametrize("name, opens", [
     ("cuda", "libcuda.so.1"),
-    ("ascend", "CANN's libascendcl.so; DEVBRIDGE_ASCENDCL_LIBRARY names another path")])
+    ("ascend", "CANN's libascendcl.so; DEVBRIDGE_ASCENDCL_LIBRARY names another path"),
+    ("host", "nothing: it runs the interpreter Triton target's programs on the launching thread")])
 def test_launch_refuses_a_library_for_runtimes_that_open_their_own(name, opens):
     with pytest.raises(ValueError, match=re.escape(f"the {name} kernel runtime takes no library (it opens {opens})")):
         launch.kernel_runtime(name, library="/x.so")

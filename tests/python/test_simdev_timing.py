@@ -21,7 +21,7 @@ import triton.language as tl  # noqa: E402
 
 import devbridge  # noqa: E402
 import devbridge.triton  # noqa: E402
-_interpreter = pytest.importorskip("torch_simdev.triton_target.interpreter", reason="simdev is not installed")
+_interpreter = pytest.importorskip("devbridge.triton.interpreter.interpreter", reason="numpy or Triton is not installed")
 
 from launch_support import skip_without_simdev  # noqa: E402
 
@@ -133,7 +133,7 @@ def test_enqueue_does_not_wait_for_the_kernel_the_worker_is_running(stream, prog
 def test_helper_calls_inside_a_launch_do_not_repatch_triton_language(stream, monkeypatch):
     import triton.runtime.interpreter as interpreter
 
-    from torch_simdev.triton_target import interpreter as _interpreter
+    from devbridge.triton.interpreter import interpreter as _interpreter
 
     launches, helper_patches = [], []
     patch_language, patch_lang = _interpreter._patch_language, interpreter._patch_lang

@@ -73,7 +73,7 @@ def test_a_named_compiler_without_hooks_gets_the_defaults(scratch_device):
 
 
 def test_a_compiler_of_another_type_is_refused_naming_the_forms(scratch_device):
-    with pytest.raises(TypeError, match=re.escape("devbridge: compiler must be a name ('nvidia', 'amd'), "
+    with pytest.raises(TypeError, match=re.escape("devbridge: compiler must be a name ('nvidia', 'amd', 'interpreter'), "
                                                   "'module.path:ClassName' or a Triton backend class, got int")):
         devbridge.triton.declare_hardware(scratch_device, compiler=3, kernel_runtime="cuda")
     assert devbridge.triton.declared(scratch_device) is None
@@ -82,7 +82,7 @@ def test_a_compiler_of_another_type_is_refused_naming_the_forms(scratch_device):
 @skip_without_simdev
 def test_simdev_declares_its_target_through_the_same_points():
     from torch_simdev import triton_target
-    from torch_simdev.triton_target.compiler import InterpreterBackend
+    from devbridge.triton.interpreter.compiler import InterpreterBackend
 
     simdev = devbridge.triton.declared("simdev")
     assert simdev.compiler == triton_target.COMPILER and simdev.kernel_runtime is triton_target.kernel_runtime
@@ -91,10 +91,17 @@ def test_simdev_declares_its_target_through_the_same_points():
     assert simdev.hook("before_load") == InterpreterBackend.before_load
 
 
-def test_the_older_interpreter_spelling_names_simdevs_class(scratch_device):
-    declared = devbridge.triton.declare_hardware(scratch_device, compiler="interpreter", kernel_runtime="cuda")
+def test_interpreter_names_devbridges_interpreter_compiler(scratch_device):
+    declared = devbridge.triton.declare_hardware(scratch_device, compiler="interpreter", kernel_runtime="host")
     assert declared.compiler == "interpreter"
-    assert declared.compiler_class() == ("torch_simdev.triton_target.compiler", "InterpreterBackend", None)
+    assert declared.compiler_class() == ("devbridge.triton.interpreter.compiler", "InterpreterBackend", None)
+
+
+def test_the_older_path_of_the_interpreter_compiler_names_devbridges_class(scratch_device):
+    old = "torch_simdev.triton_target.compiler:InterpreterBackend"
+    declared = devbridge.triton.declare_hardware(scratch_device, compiler=old, kernel_runtime="cuda")
+    assert declared.compiler == old
+    assert declared.compiler_class() == ("devbridge.triton.interpreter.compiler", "InterpreterBackend", None)
 
 
 def test_compiling_source_is_none_outside_a_compile():

@@ -248,7 +248,7 @@ def test_the_front_end_compiles_while_a_kernel_is_interpreted(monkeypatch, tmp_p
     launches that ran between two looks on a machine of many cores."""
     import threading
 
-    from torch_simdev.triton_target import interpreter
+    from devbridge.triton.interpreter import interpreter
 
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))  # the new specialization is compiled, not loaded
     n = 1 << 16

@@ -99,7 +99,7 @@ def test_simdev_matches_triton_interpret_bit_for_bit(name, reference, streams):
         product = _bfloat16_product(case, name)
         if not torch.allclose(expected[0].float(), product, rtol=2e-2, atol=1e-1):
             # Triton 3.6's interpreter multiplies bfloat16 bit patterns as integers in tl.dot;
-            # simdev computes the product (torch_simdev/triton_target/dot.py): held to it instead.
+            # simdev computes the product (devbridge/triton/interpreter/dot.py): held to it instead.
             torch.testing.assert_close(ours[0].float(), product, rtol=2e-2, atol=1e-1)
             return
     for position, (a, b) in enumerate(zip(ours, expected)):
@@ -277,7 +277,7 @@ def test_what_the_front_end_refuses_fails_as_on_a_gpu():
 def test_descriptor_parameters_it_cannot_take_are_refused_naming_the_fix():
     # A TMA descriptor built on the host (nvTmaDesc) has no interpreter form;
     # host TensorDescriptors (tensordesc<...>) run (the table's cases above).
-    from torch_simdev.triton_target import interpreter
+    from devbridge.triton.interpreter import interpreter
 
     with pytest.raises(NotImplementedError, match=r"desc of type nvTmaDesc.*TensorDescriptor"):
         interpreter._reject_unsupported({"x": "*fp32", "desc": "nvTmaDesc"})

@@ -77,13 +77,13 @@ def test_every_triton_adapter_refuses_an_unchecked_triton(monkeypatch, no_opt_in
         _triton_api.check_version()
 
 
-def test_simdevs_triton_target_honours_the_same_opt_in(monkeypatch, no_opt_in):
+def test_the_interpreter_target_honours_the_same_opt_in(monkeypatch, no_opt_in):
     triton = pytest.importorskip("triton")
-    target = pytest.importorskip("torch_simdev.triton_target._triton_api")
+    target = pytest.importorskip("devbridge.triton.interpreter._triton_api")
 
     monkeypatch.setattr(triton, "__version__", "3.9.0")
     monkeypatch.setattr(target, "_checked", None)
-    with pytest.raises(RuntimeError, match=rf"simdev: Triton 3.9.0 is not a release .*3.6, 3.7, 3.8.*{OPT_IN}=1"):
+    with pytest.raises(RuntimeError, match=rf"devbridge: Triton 3.9.0 is not a release .*3.6, 3.7, 3.8.*{OPT_IN}=1"):
         target.interpreter()
     monkeypatch.setenv(OPT_IN, "1")
     with pytest.warns(RuntimeWarning, match="Triton 3.9.0"):

@@ -155,9 +155,9 @@ def how_to_declare(device: str) -> str:
             f"hardware it drives and how those binaries are loaded and launched: "
             f"devbridge.triton.declare_hardware('{device}', compiler=..., kernel_runtime=...), with compiler "
             f"the Triton backend of that hardware ({', '.join(repr(c) for c in KNOWN_COMPILERS)} or "
-            f"'package.module:BackendClass') and kernel_runtime 'cuda' (cubins through libcuda), 'host' (with "
-            f"compiler='interpreter', for a plugin whose tensors are host memory: Triton's interpreter, launched "
-            f"on the current stream) or the plugin's own 'devbridge_kernel_runtime' capsule (docs/plugin-authors.md, 'Triton: declare the "
+            f"'package.module:BackendClass') and kernel_runtime 'cuda' (cubins through libcuda), 'host' (for a "
+            f"plugin whose tensors are host memory, with the 'interpreter' compiler: Triton's interpreter, "
+            f"launched on the current stream) or the plugin's own 'devbridge_kernel_runtime' capsule (docs/plugin-authors.md, 'Triton: declare the "
             f"hardware your device runs on'); a device whose hardware no Triton backend compiles for cannot run "
             f"Triton kernels{_misnamed_declarations()}")
 
