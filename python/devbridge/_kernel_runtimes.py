@@ -41,7 +41,10 @@ class _Runtime(NamedTuple):
     needs_library: bool
     declarable: bool   # a spec may name it: the Triton driver launches its default-layout launchers
     opens: str = ""    # what it opens itself, for the refusal of a library (runtimes without one)
-    factory: str = ""  # "module:function(library)" of a plugin that makes it, for older spellings
+    # "module:function" that makes it: function(library) of a plugin, for older
+    # spellings; function() of devbridge's Triton layer, which this core module
+    # names without importing (the "host" runtime runs the interpreter target)
+    factory: str = ""
 
 
 # Every kernel runtime devbridge has, in the order messages list them.
@@ -52,7 +55,8 @@ RUNTIMES = (
     _Runtime("ascend", needs_library=False, declarable=False,
              opens="CANN's libascendcl.so; DEVBRIDGE_ASCENDCL_LIBRARY names another path"),
     _Runtime("host", needs_library=False, declarable=True,
-             opens="nothing: it runs the interpreter Triton target's programs on the launching thread"),
+             opens="nothing: it runs the interpreter Triton target's programs on the launching thread",
+             factory="devbridge.triton.interpreter:host_kernel_runtime"),
     _Runtime("simdev", needs_library=True, declarable=True),
     _Runtime("simdev-interpreter", needs_library=True, declarable=True,
              factory="torch_simdev.triton_target:kernel_runtime"),
@@ -98,10 +102,8 @@ def open_runtime(name: str, library: str | None = None):
     if not runtime.needs_library:
         if library is not None:
             raise ValueError(f"devbridge: the {name} kernel runtime takes no library (it opens {runtime.opens})")
-        if name == "host":
-            from .triton.interpreter import host_kernel_runtime
-
-            return host_kernel_runtime()
+        if runtime.factory:
+            return _from_factory(runtime)
         return _C.cuda_kernel_runtime() if name == "cuda" else _C.ascend_kernel_runtime()
     if not library:
         raise ValueError(f"devbridge: the {name} kernel runtime needs library=<path of "
@@ -111,8 +113,9 @@ def open_runtime(name: str, library: str | None = None):
     return _C.simdev_kernel_runtime(library)
 
 
-def _from_factory(runtime: _Runtime, library: str):
-    """The runtime a plugin's package makes (an older spelling's row)."""
+def _from_factory(runtime: _Runtime, *library: str):
+    """The runtime a package makes: a plugin's (an older spelling's row, with
+    its library) or devbridge's Triton layer's (no library)."""
     import importlib
 
     module, _, function = runtime.factory.partition(":")
@@ -121,7 +124,7 @@ def _from_factory(runtime: _Runtime, library: str):
     except (ImportError, AttributeError) as error:
         raise RuntimeError(f"devbridge: the {runtime.name} kernel runtime is made by {runtime.factory}, which "
                            f"cannot be imported ({error}); install the plugin that provides it") from error
-    return _checked_capsule(make(library), runtime.factory)
+    return _checked_capsule(make(*library), runtime.factory)
 
 
 def _checked_capsule(runtime: Any, made_by: str):
