@@ -67,11 +67,9 @@ def forward_step(kind: str, device: str, mode, shape):
     compiled = torch.compile(model, mode=mode)
 
     def step():
-        if mode is not None:
-            torch.compiler.cudagraph_mark_step_begin()
         return compiled(x)
 
-    return step
+    return harness._each_step_begins(step) if mode is not None else step
 
 
 def train_step(name: str, device: str):

@@ -44,6 +44,15 @@ bool HasMinor1(const DevbridgeKernelRuntime& runtime) noexcept {
 }
 }  // namespace
 
+void FillInterpretedDeviceProperties(DevbridgeDeviceProperties* out) noexcept {
+  out->arch = 0;
+  out->warp_size = 32;
+  out->multiprocessor_count = 1;
+  out->max_shared_mem = 1 << 30;
+  out->max_num_regs = 1 << 30;
+  out->max_threads_per_block = 1 << 30;
+}
+
 uint32_t RuntimeLayouts(const DevbridgeKernelRuntime& runtime) noexcept {
   const uint32_t layouts = HasMinor1(runtime) ? runtime.layouts : 0u;
   return layouts == 0 ? (1u << kDevbridgeLayoutTriton) : layouts;

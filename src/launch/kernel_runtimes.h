@@ -59,6 +59,12 @@ decltype(DevbridgeKernelRuntime::fill_async) RuntimeFillAsync(const DevbridgeKer
 decltype(DevbridgeKernelRuntime::hardware_sync_address) RuntimeHardwareSyncAddress(
     const DevbridgeKernelRuntime& runtime) noexcept;
 
+// The properties of a device whose kernels are interpreted program by program
+// (simdev's runtimes, the host runtime): no instruction set (arch 0), Triton's
+// usual warp (num_warps keeps its meaning for the front end), one
+// "multiprocessor" (the programs run one after another) and no hardware limits.
+void FillInterpretedDeviceProperties(DevbridgeDeviceProperties* out) noexcept;
+
 // Throws devbridge::Error(kValue) naming what is wrong with a table handed in
 // from outside (NULL function, another major version, too small a size).
 void ValidateKernelRuntime(const DevbridgeKernelRuntime* runtime);

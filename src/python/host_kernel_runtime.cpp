@@ -55,23 +55,6 @@ std::string Hex(const void* pointer) {
   return text;
 }
 
-// The pending Python error as "Type: message", cleared; the GIL is held.
-std::string FetchPythonError() {
-  PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
-  PyErr_Fetch(&type, &value, &traceback);
-  PyErr_NormalizeException(&type, &value, &traceback);
-  PyObject* text = value ? PyObject_Str(value) : nullptr;
-  const char* utf8 = text ? PyUnicode_AsUTF8(text) : nullptr;
-  std::string message = std::string(type ? reinterpret_cast<PyTypeObject*>(type)->tp_name : "error") + ": " +
-                        (utf8 ? utf8 : "?");
-  Py_XDECREF(text);
-  Py_XDECREF(type);
-  Py_XDECREF(value);
-  Py_XDECREF(traceback);
-  PyErr_Clear();
-  return message;
-}
-
 // Holds the GIL for a scope, from any thread (the launcher releases it
 // around launch; a direct caller may hold it already).
 class Gil {
@@ -226,16 +209,7 @@ int DeviceProperties(void* self, int32_t device_id, DevbridgeDeviceProperties* o
       throw std::runtime_error(Plugin().Name() + " device " + std::to_string(device_id) + " does not exist (" +
                                std::to_string(count) + " devices)");
     }
-    // As simdev's own target answers: no instruction set (arch 0), Triton's
-    // usual warp (num_warps keeps its meaning for the front end), one
-    // "multiprocessor" (the programs run one after another on one thread),
-    // and no hardware limits.
-    out->arch = 0;
-    out->warp_size = 32;
-    out->multiprocessor_count = 1;
-    out->max_shared_mem = 1 << 30;
-    out->max_num_regs = 1 << 30;
-    out->max_threads_per_block = 1 << 30;
+    FillInterpretedDeviceProperties(out);  // as simdev's own target answers
   });
 }
 

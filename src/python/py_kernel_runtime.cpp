@@ -30,6 +30,23 @@
 
 namespace devbridge {
 namespace launch {
+
+std::string FetchPythonError() {
+  PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyErr_NormalizeException(&type, &value, &traceback);
+  PyObject* text = value ? PyObject_Str(value) : nullptr;
+  const char* utf8 = text ? PyUnicode_AsUTF8(text) : nullptr;
+  std::string message = std::string(type ? reinterpret_cast<PyTypeObject*>(type)->tp_name : "error") + ": " +
+                        (utf8 ? utf8 : "?");
+  Py_XDECREF(text);
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(traceback);
+  PyErr_Clear();
+  return message;
+}
+
 namespace {
 
 // Set at interpreter exit (an atexit hook, while Python still runs): from
@@ -59,20 +76,7 @@ struct Setup {  // simdev_python_trampoline.cpp's Setup
 // with the Python error described in *message.
 PyObject* CallPython(PyObject* callable, PyObject* args, std::string* message) {
   PyObject* result = PyObject_CallObject(callable, args);
-  if (result == nullptr) {
-    PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
-    PyErr_Fetch(&type, &value, &traceback);
-    PyErr_NormalizeException(&type, &value, &traceback);
-    PyObject* text = value ? PyObject_Str(value) : nullptr;
-    const char* utf8 = text ? PyUnicode_AsUTF8(text) : nullptr;
-    *message = std::string(type ? reinterpret_cast<PyTypeObject*>(type)->tp_name : "error") + ": " +
-               (utf8 ? utf8 : "?");
-    Py_XDECREF(text);
-    Py_XDECREF(type);
-    Py_XDECREF(value);
-    Py_XDECREF(traceback);
-    PyErr_Clear();
-  }
+  if (result == nullptr) *message = FetchPythonError();
   return result;
 }
 

@@ -29,6 +29,9 @@ const DevbridgeKernelRuntime* PythonKernelRuntime(const std::string& name, const
 // GIL. Throws devbridge::Error.
 const DevbridgeKernelRuntime* HostKernelRuntime(const std::string& name, PyObject* load, PyObject* run);
 
+// The pending Python error as "Type: message", cleared; the GIL is held.
+std::string FetchPythonError();
+
 // Called by an atexit hook: programs still queued after it are skipped
 // (reported as failures of their launch), never run in a finalizing Python.
 void StopPythonKernelsAtExit() noexcept;

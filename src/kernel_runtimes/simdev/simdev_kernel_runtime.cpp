@@ -206,12 +206,7 @@ int DeviceProperties(void* self, int32_t device_id, DevbridgeDeviceProperties* o
       throw std::runtime_error("simdev device " + std::to_string(device_id) + " does not exist (" +
                                std::to_string(count) + " devices)");
     }
-    out->arch = 0;
-    out->warp_size = 32;
-    out->multiprocessor_count = 1;
-    out->max_shared_mem = 1 << 30;
-    out->max_num_regs = 1 << 30;
-    out->max_threads_per_block = 1 << 30;
+    FillInterpretedDeviceProperties(out);
   });
 }
 
