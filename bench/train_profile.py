@@ -1,5 +1,6 @@
 """Where the time of a compiled train step goes, cuda and cudadev side by
-side: the diagnosis behind bench/compile.py's train-step ratio.
+side: the diagnosis behind bench/compile.py's train-step ratio (models
+block, conv) and bench/attention.py's (the SDPA models gpt2, llama).
 
 Each device runs in a process of its own (as in bench/compile.py: torch
 2.11's autograd engine asserts on a cuda backward beside a PrivateUse1
@@ -9,7 +10,8 @@ backend), on the same model, seed and inputs. Per device:
      the phase), and host-only (the queue drained before, the clock stopped
      when the call returns: what the host spends enqueueing it);
   2. torch.profiler's operator table of whole steps (CPU and GPU activity),
-     by self CPU time, and the GPU's busy time per step;
+     by self CPU time, the same by GPU time (the kernels each device runs),
+     and the GPU's busy time per step;
   3. cProfile of whole steps, by own time.
 
     TORCH_DEVICE_BACKEND_AUTOLOAD=0 python bench/train_profile.py --model block \\
@@ -40,8 +42,23 @@ from machine_info import git_commit  # noqa: E402
 PHASES = ("zero_grad", "forward + loss", "backward", "optimizer.step")
 
 
-def phase_times(model_name: str, device: str, iterations: int) -> tuple[dict, str, str]:
+ATTENTION_MODELS = ("gpt2", "llama")  # bench/attention.py's SDPA models, bf16, cross-entropy over the logits
+
+
+def train_step(model_name: str, device: str):
+    """(optimizer, step, forward_loss) of bench/compile.py's train step or,
+    for an SDPA model, bench/attention.py's."""
+    if model_name in ATTENTION_MODELS:
+        import attention
+
+        compiled, optimizer, step, (x, target) = attention.train_step(model_name, device)
+        return optimizer, step, lambda: F.cross_entropy(compiled(x).flatten(0, 1).float(), target.flatten())
     compiled, optimizer, step, (x, target) = bench.train_step(model_name, device)
+    return optimizer, step, lambda: F.mse_loss(compiled(x), target)
+
+
+def phase_times(model_name: str, device: str, iterations: int) -> tuple[dict, str, str, str]:
+    optimizer, step, forward_loss = train_step(model_name, device)
     sync = lambda: bench.synchronize(device)  # noqa: E731
     for _ in range(5):
         step()
@@ -49,7 +66,7 @@ def phase_times(model_name: str, device: str, iterations: int) -> tuple[dict, st
     state = {}
     phases = {
         "zero_grad": lambda: optimizer.zero_grad(set_to_none=True),
-        "forward + loss": lambda: state.__setitem__("loss", F.mse_loss(compiled(x), target)),
+        "forward + loss": lambda: state.__setitem__("loss", forward_loss()),
         "backward": lambda: state["loss"].backward(),
         "optimizer.step": lambda: optimizer.step(),
     }
@@ -81,18 +98,20 @@ def phase_times(model_name: str, device: str, iterations: int) -> tuple[dict, st
     gpu_us = events.total_average().self_device_time_total / iterations
     times["GPU kernel time per step (profiler)"] = {"host_us": None, "with_gpu_us": gpu_us}
     table = events.table(sort_by="self_cpu_time_total", row_limit=40, max_name_column_width=60)
+    # The same steps by GPU time: which kernels each device runs, and how long.
+    kernels = events.table(sort_by="self_device_time_total", row_limit=30, max_name_column_width=90)
 
     def steps():
         for _ in range(iterations):
             step()
         sync()
 
-    return times, table, python_profile(steps, "tottime", 35)
+    return times, table, kernels, python_profile(steps, "tottime", 35)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", choices=("block", "conv"), default="block")
+    parser.add_argument("--model", choices=("block", "conv") + ATTENTION_MODELS, default="block")
     parser.add_argument("--machine", default="h200")
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--results-dir", type=pathlib.Path, default=HERE / "results")
@@ -101,8 +120,8 @@ def main() -> int:
     parser.add_argument("--child-device", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_device:
-        times, table, python = phase_times(args.model, args.child_device, args.iterations)
-        print(json.dumps({"times": times, "operators": table, "python": python}))
+        times, table, kernels, python = phase_times(args.model, args.child_device, args.iterations)
+        print(json.dumps({"times": times, "operators": table, "kernels": kernels, "python": python}))
         return 0
     results = {}
     devices = args.devices.split(",")
@@ -127,6 +146,7 @@ def main() -> int:
     for device in devices:
         lines += ["", f"## operators, {device}, {args.iterations} steps", "", "```",
                   results[device]["operators"], "```", "",
+                  f"## by GPU time, {device}, {args.iterations} steps", "", "```", results[device]["kernels"], "```", "",
                   f"## Python functions, {device}, {args.iterations} steps (own time)", "", "```",
                   results[device]["python"], "```"]
     text = "\n".join(lines) + "\n"

@@ -212,8 +212,9 @@ want bench && step bench_triton_launch 240 "$PY" "$ROOT/bench/triton_launch.py" 
 [[ ,$PART, == *,profile,* ]] && step bench_compile_profile 300 "$PY" "$ROOT/bench/compile_profile.py" \
   --plugin torch_cudadev --devices cuda,cudadev --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT"
 # Where the time of a compiled train step goes, per phase, cuda beside
-# cudadev (bench/train_profile.py); only when named.
-[[ ,$PART, == *,train_profile,* ]] && for model in block conv; do
+# cudadev (bench/train_profile.py); only when named. TRAIN_PROFILE_MODELS: a
+# space-separated list of block, conv, gpt2, llama (default: block conv).
+[[ ,$PART, == *,train_profile,* ]] && for model in ${TRAIN_PROFILE_MODELS:-block conv}; do
   step "train_profile_$model" 280 "$PY" "$ROOT/bench/train_profile.py" --model "$model" \
     --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT"
 done
@@ -230,7 +231,8 @@ done
 
 # Fused attention alone: cudadev's and simdev's attention tests, then SDPA
 # models compiled on cudadev vs cuda (bench/attention.py, saved as
-# attention_<machine>.*; BENCH_ATTENTION_PARTS: forward, train).
+# attention_<machine>.*; BENCH_ATTENTION_PARTS: a comma list of forward,
+# train, fallback; default forward,train).
 { want attention && ! want tests; } && step pytest_attention 240 "${PYTEST[@]}" \
   "$ROOT/plugins/cudadev/tests/python/test_cudadev_attention.py" --junitxml="$OUT/junit_attention.xml"
 { want bench || want attention || want attention_bench; } && step bench_attention 500 "$PY" "$ROOT/bench/attention.py" \
