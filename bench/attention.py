@@ -29,8 +29,10 @@ import json
 import os
 import pathlib
 import platform
+import re
 import statistics
 import sys
+import types
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -74,7 +76,12 @@ def forward_step(kind: str, device: str, mode, shape):
 
 def train_step(name: str, device: str):
     """One device's compiled train step (the child of bench/compile.py's
-    train_steps): bf16 weights, cross-entropy over the logits, AdamW foreach."""
+    train_steps): bf16 weights, cross-entropy over the logits, AdamW foreach.
+    FALLBACK_CHILD: the fallback part's attention forward and backward, on the
+    device's own kernel."""
+    if name == FALLBACK_CHILD:
+        attend = attention_step(device, "fused", backward=True)
+        return None, None, lambda: attend().float().sum().detach(), None
     kind, mode = TRAIN[name]
     torch.backends.cuda.matmul.allow_tf32 = True
     if device != "cuda":
@@ -126,6 +133,7 @@ def forward_rows(rows, iterations, pairs, save, meta):
 # ---------------------------------------------------------------- the Triton fallback
 
 FALLBACK_TARGET = 2.0  # math decomposition / flex-attention templates, on cudadev
+FALLBACK_CHILD = "attention_backward"  # the fallback part's cuda backward, in a child process
 ATTENTION_SHAPE = dict(batch=4, heads=16, kv_heads=4, length=512, head=64)  # the Llama-style model's attention
 
 
@@ -136,6 +144,7 @@ def attention_step(device: str, variant: str, backward: bool):
     devbridge.inductor.sdpa_flex_attention("fallback"): Inductor's
     flex-attention Triton templates)."""
     import devbridge.inductor
+    from torch._inductor.utils import run_and_get_code
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     shape = ATTENTION_SHAPE
@@ -154,6 +163,12 @@ def attention_step(device: str, variant: str, backward: bool):
             out.backward(grad)
         return out
 
+    # A code object of its own per variant: Dynamo keeps compiled graphs on the
+    # function's code object and does not guard on the SDPA lowering switch, so
+    # a second variant of the same code would reuse the first one's graph.
+    attend = types.FunctionType(attend.__code__.replace(co_name=f"attend_{variant}_on_{device}"), attend.__globals__,
+                                attend.__name__, attend.__defaults__, attend.__closure__)
+
     # cudadev without its own kernel: every backend but OVERRIDEABLE (its route)
     backends = [SDPBackend.MATH, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
                 SDPBackend.CUDNN_ATTENTION] + ([SDPBackend.OVERRIDEABLE] if variant == "fused" else [])
@@ -161,9 +176,14 @@ def attention_step(device: str, variant: str, backward: bool):
     compiled = torch.compile(attend)
     try:
         with torch.enable_grad(), sdpa_kernel(backends):
-            compiled(q, k, v)  # compiles under this variant's mode
+            _, code = run_and_get_code(compiled, q, k, v)  # compiles under this variant's mode
     finally:
         devbridge.inductor.sdpa_flex_attention(previous)
+    code = "\n".join(code)
+    uses_flex = re.search(r"def triton_tem_fused_\w*flex_attention", code) is not None
+    if uses_flex != (variant == "flex"):
+        raise RuntimeError(f"the {variant!r} variant on {device} compiled "
+                           f"{'the' if uses_flex else 'no'} flex-attention templates:\n{code[-3000:]}")
 
     def step():
         with torch.enable_grad(), sdpa_kernel(backends):
@@ -178,9 +198,16 @@ def fallback_rows(rows, iterations, pairs, save, meta):
                  + ("forward and backward" if backward else "forward"))
         torch._dynamo.reset()
         steps = {"cudadev math": attention_step("cudadev", "math", backward),
-                 "cudadev flex": attention_step("cudadev", "flex", backward),
-                 "cuda": attention_step("cuda", "fused", backward)}
+                 "cudadev flex": attention_step("cudadev", "flex", backward)}
+        if not backward:
+            steps["cuda"] = attention_step("cuda", "fused", backward)
         samples = harness.alternating_ms(steps, iterations, pairs)
+        if backward:
+            # torch.cuda's backward in a process of its own: torch 2.11's autograd
+            # engine asserts (opt_ready_stream && opt_parent_stream) on a cuda
+            # backward in a process that ran a PrivateUse1 one (bench/compile.py).
+            samples["cuda"] = harness.train_steps(FALLBACK_CHILD, pairs, iterations, devices=("cuda",),
+                                                  script=__file__)["cuda"]["samples"]
         for name, series in (("cudadev math", "math decomposition on cudadev (its kernel off)"),
                              ("cudadev flex", "flex-attention templates on cudadev (its kernel off)"),
                              ("cuda", "torch.cuda's fused kernel")):
@@ -223,7 +250,7 @@ def main() -> int:
     parser.add_argument("--train-pairs", type=int, default=9)
     parser.add_argument("--parts", default="forward,train,fallback", help="comma list of forward, train, fallback")
     parser.add_argument("--train-models", default=",".join(TRAIN), help=f"comma list of {', '.join(TRAIN)}")
-    parser.add_argument("--child-train", choices=tuple(TRAIN), help=argparse.SUPPRESS)
+    parser.add_argument("--child-train", choices=(*TRAIN, FALLBACK_CHILD), help=argparse.SUPPRESS)
     parser.add_argument("--child-device", help=argparse.SUPPRESS)
     parser.add_argument("--child-cpu", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
