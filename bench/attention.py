@@ -16,7 +16,10 @@ The fallback part: one causal grouped-query attention call (the Llama-style
 model's, 512 tokens), forward and forward+backward, on cudadev with its own
 kernel switched off, lowered by devbridge.inductor.sdpa_flex_attention to the
 flex-attention Triton templates against the math decomposition (target >= 2x
-faster), and against torch.cuda's fused kernel (reported).
+faster), and against torch.cuda's fused kernel (reported); with the GPU time
+per call of either lowering (reported: one call is short enough for the host
+to set its pace). A run of some parts (--parts) keeps the other parts' rows of
+the machine's current result file; every row names the commit it was measured at.
 
     TORCH_DEVICE_BACKEND_AUTOLOAD=0 python bench/attention.py --machine h200 --results-dir bench/results
 """
@@ -220,6 +223,16 @@ def fallback_rows(rows, iterations, pairs, save, meta):
         peer = harness.ratio_summary(samples, "cudadev flex", "cuda")
         rows.append(harness.row(f"{label}: flex templates on cudadev / cuda's fused kernel (reported)",
                                 peer["median"], "ratio", group="fallback", spread=peer))
+        # One call is short enough for the host to set its pace; the GPU time
+        # per call is what the attention costs inside a model's compiled graph.
+        gpu_us = {name: sum(harness.kernel_times_us(steps[name], "cudadev" if "cudadev" in name else "cuda",
+                                                    iterations).values())
+                  for name in ("cudadev math", "cudadev flex")}
+        for name in gpu_us:
+            rows.append(harness.row(f"{label}: GPU time per call, {name.removeprefix('cudadev ')} on cudadev",
+                                    gpu_us[name], "us", group="fallback"))
+        rows.append(harness.row(f"{label}: GPU time per call, math decomposition / flex templates (reported)",
+                                gpu_us["cudadev math"] / gpu_us["cudadev flex"], "ratio", group="fallback"))
         save(rows, meta)
 
 
@@ -238,6 +251,25 @@ def train_rows(rows, iterations, pairs, save, meta, names):
         rows.append(ratio_row(label, samples, group="train step", loss_cuda=results["cuda"]["loss"],
                               loss_cudadev=results["cudadev"]["loss"]))
         save(rows, meta)
+
+
+PART_GROUPS = {"forward": "forward", "train": "train step", "fallback": "fallback"}  # --parts -> rows' group
+
+
+def earlier_parts(path: pathlib.Path, parts: list[str]) -> tuple[list[dict], dict]:
+    """The rows of the parts this run leaves out, from the machine's current
+    result, and the commit each part was measured at: the file stays one
+    current result for every part when a run measures some of them."""
+    if not path.is_file():
+        return [], {}
+    earlier = json.loads(path.read_text())
+    commits = {part: commit for part, commit in earlier.get("part_commits", {}).items() if part not in parts}
+    rows = [row for row in earlier["rows"] if row["group"] not in {PART_GROUPS[part] for part in parts}]
+    for row in rows:
+        part = next(part for part, group in PART_GROUPS.items() if group == row["group"])
+        row.setdefault("commit", commits.get(part, earlier["commit"]))
+        commits.setdefault(part, row["commit"])
+    return rows, commits
 
 
 def main() -> int:
@@ -275,10 +307,19 @@ def main() -> int:
     args.results_dir.mkdir(parents=True, exist_ok=True)
     stem = args.results_dir / f"attention_{args.machine}"
 
+    kept, part_commits = earlier_parts(stem.with_suffix(".json"), parts)
+    part_commits.update({part: meta["commit"] for part in parts})
+    meta["part_commits"] = part_commits
+
     def save(rows, meta):
-        stem.with_suffix(".json").write_text(json.dumps({**meta, "rows": rows}, indent=1))
-        stem.with_suffix(".md").write_text(harness.table(rows, {**meta, "parts": parts}).replace(
-            "# torch.compile:", f"# SDPA models ({meta['models']}), torch.compile:", 1))
+        rows = kept + [{**row, "commit": meta["commit"]} for row in rows]
+        rows.sort(key=lambda row: list(PART_GROUPS.values()).index(row["group"]))
+        shown = [part for part in PART_GROUPS if part in part_commits]
+        stem.with_suffix(".json").write_text(json.dumps({**meta, "parts": shown, "rows": rows}, indent=1))
+        measured = ", ".join(f"{part} at {part_commits[part]}" for part in shown)
+        stem.with_suffix(".md").write_text(harness.table(rows, {**meta, "parts": shown}).replace(
+            "# torch.compile:", f"# SDPA models ({meta['models']}), torch.compile:", 1).replace(
+            "\n\n", f"\n\nParts measured: {measured}.\n\n", 1))
         harness.plot(rows, meta, stem.with_suffix(".png"))
         print(f"saved {len(rows)} rows", flush=True)
 
