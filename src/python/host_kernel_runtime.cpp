@@ -14,9 +14,12 @@
 // the kernel ran, so whatever is queued on the stream later comes after it:
 // ordered on the stream, by being synchronous. A failure of `run` fails the
 // launch itself, with the Python error's text (get_last_error), and skips the
-// rest of the grid.
+// rest of the grid. A launch on a stream that is being captured (devbridge.graphs,
+// torch.compile's reduce-overhead) is refused: the kernel would run now, on
+// this thread, and a graph would not record it.
 #include <Python.h>
 
+#include <ATen/dlpack.h>
 #include <c10/core/DeviceType.h>
 
 #include <cstdint>
@@ -26,8 +29,10 @@
 #include <string>
 #include <vector>
 
+#include "devbridge/c_graph_api.h"
 #include "devbridge/error.h"
 #include "devbridge/runtime.h"
+#include "graphs/graph_registry.h"
 #include "launch/adapter_error.h"
 #include "launch/kernel_runtimes.h"
 #include "python/py_kernel_runtime.h"
@@ -142,6 +147,21 @@ c10::Stream LaunchStream(const HostRuntime& r, int32_t device_id, void* native) 
   return plugin.CurrentStream(index);
 }
 
+// Refuses a launch on a capturing stream. Checked before the stream is
+// synchronized: a plugin whose capture refuses host synchronisation would
+// otherwise fail there without saying why, and one whose capture allows it
+// would record a graph without the kernel (a replay would skip it silently).
+void CheckNotCapturing(const HostRuntime& r, int32_t device_id, void* native) {
+  const int32_t status = graphs::CaptureStatus(static_cast<int32_t>(kDLExtDev), device_id, native);
+  if (status == kDevbridgeCaptureNone) return;
+  throw std::runtime_error(
+      "the " + r.name + " kernel runtime cannot launch on stream " + Hex(native) + " of " + Plugin().Name() + ":" +
+      std::to_string(device_id) + ", which is being captured into a graph: it runs the kernel right away, on the "
+      "launching thread, so a graph could not record it. Launch the kernel outside the capture (torch.compile "
+      "without mode='reduce-overhead'), or declare a kernel runtime that queues kernels on the plugin's streams "
+      "(declare_hardware(..., kernel_runtime=<its DevbridgeKernelRuntime capsule>), docs/plugin-authors.md §6)");
+}
+
 // Runs every program of the launch with the GIL held; "" or the failure.
 std::string RunPrograms(const HostRuntime& r, uint64_t kernel_id, int32_t device_id,
                         const DevbridgeLaunchConfig& config) {
@@ -189,6 +209,7 @@ int Launch(void* self, int32_t device_id, void* function, const DevbridgeLaunchC
       throw std::runtime_error("the " + r.name + " kernel runtime launches Triton-layout kernels only");
     }
     const c10::Stream stream = LaunchStream(r, device_id, config->stream);
+    CheckNotCapturing(r, device_id, config->stream);
     // The work queued before the kernel is done before it runs (the GIL is
     // not held here: that work may need it).
     Plugin().Synchronize(stream);

@@ -175,6 +175,7 @@ STYLE_TREES = [
     (("src", "include", "tests/cpp"), r"[a-z][a-z0-9_]*", devbridge_function),
     (("plugins/simdev/runtime/src",), PASCAL, simdev_function),
     (("plugins/simdev/csrc",), PASCAL, simdev_csrc_function),
+    (("tests/plugins/hostplug/csrc",), PASCAL, simdev_csrc_function),  # PyTorch's style, as simdev's backend
     (("plugins/cudadev/csrc",), r"[a-z][a-z0-9_]*", cudadev_function),
 ]
 

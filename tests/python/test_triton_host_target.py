@@ -193,3 +193,45 @@ def test_torch_compile_forward_and_backward_through_the_host_target(host_target,
     torch.testing.assert_close(actual.detach().cpu(), expected.detach(), atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(xs.grad.cpu(), x.grad, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(ws.grad.cpu(), w.grad, atol=1e-5, rtol=1e-5)
+
+
+# ---------------------------------------------------------------- graph capture
+# simdev registers a graph table, so its streams can be captured; the host
+# runtime runs each kernel on the launching thread, where no graph records it.
+# A capture that reaches a kernel is refused by devbridge, naming the fix
+# (before the stream is synchronized: simdev would fail that without saying
+# why, and a plugin that allowed it would record a graph without the kernel);
+# reduce-overhead does not try, and runs the graph uncaptured with a warning.
+
+
+def test_a_kernel_launch_under_graph_capture_is_refused_naming_the_fix(host_target):
+    import devbridge.graphs
+
+    n = 32
+    x = torch.ones(n, device="simdev")
+    out = torch.zeros(n, device="simdev")
+    scale_add[(1,)](x, x, out, n, 1.0, BLOCK=32)  # compiled and loaded outside the capture
+    graph = devbridge.graphs.Graph()
+    with pytest.raises(RuntimeError, match=r"the host kernel runtime cannot launch on stream 0x[0-9a-f]+ of simdev:0, "
+                                           r"which is being captured into a graph: it runs the kernel right away"):
+        with devbridge.graphs.graph(graph):
+            scale_add[(1,)](x, x, out, n, 3.0, BLOCK=32)
+    assert not devbridge.graphs.is_current_stream_capturing()
+    scale_add[(1,)](x, x, out, n, 5.0, BLOCK=32)  # outside the capture, as before
+    assert out.cpu().tolist() == [6.0] * n
+
+
+def test_reduce_overhead_runs_uncaptured_with_the_reason(host_target, inductor, caplog):
+    from devbridge.inductor import graph_capture_counts
+
+    before = graph_capture_counts()
+    compiled = torch.compile(lambda t: (t * 2.0 + 1.0).sin(), mode="reduce-overhead")
+    x = torch.zeros(64, device="simdev")
+    with caplog.at_level("WARNING", logger="devbridge.inductor"):
+        for value in (0.0, 0.5, 1.0):
+            x.fill_(value)
+            assert torch.allclose(compiled(x).cpu(), torch.full((64,), value * 2.0 + 1.0).sin())
+    after = graph_capture_counts()
+    assert after["captures"] == before["captures"] and after["not_captured"] > before["not_captured"]
+    assert "simdev's Triton kernels run on the host kernel runtime (kernel_runtime='host')" in caplog.text
+    assert "the plugin refused the capture" not in caplog.text  # refused before any capture was tried

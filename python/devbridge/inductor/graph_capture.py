@@ -75,10 +75,19 @@ def _refusal(device: str, graph_lowering) -> str | None:
     from .. import graphs
     from . import _torch_api
 
+    from ..triton.hardware import declared
+
     reason = None
+    hardware = declared(device)
     if not graphs.is_available(device):
         reason = (f"the {device} plugin registered no graph table (include/devbridge/c_graph_api.h, "
                   "devbridge.graphs.register_graph_api)")
+    elif hardware is not None and hardware.kernel_runtime == "host":
+        # Its launches run each kernel on the launching thread: a capture
+        # would fail at the first Triton kernel (src/python/host_kernel_runtime.cpp).
+        reason = (f"{device}'s Triton kernels run on the host kernel runtime (kernel_runtime='host'), which runs "
+                  "each kernel on the launching thread, where no graph can record it; to capture, declare a "
+                  "kernel runtime that queues kernels on the plugin's streams (docs/plugin-authors.md §6)")
     else:
         seeded = [node for node in _torch_api.lowering_nodes(graph_lowering) if _draws_random_numbers(node)]
         if seeded:
