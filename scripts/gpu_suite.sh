@@ -232,11 +232,13 @@ done
 # Fused attention alone: cudadev's and simdev's attention tests, then SDPA
 # models compiled on cudadev vs cuda (bench/attention.py, saved as
 # attention_<machine>.*; BENCH_ATTENTION_PARTS: a comma list of forward,
-# train, fallback; default forward,train).
+# train, fallback; default forward,train; BENCH_ATTENTION_TRAIN_MODELS: a
+# comma list of gpt2, llama, llama_reduce_overhead, default all three).
 { want attention && ! want tests; } && step pytest_attention 240 "${PYTEST[@]}" \
   "$ROOT/plugins/cudadev/tests/python/test_cudadev_attention.py" --junitxml="$OUT/junit_attention.xml"
 { want bench || want attention || want attention_bench; } && step bench_attention 500 "$PY" "$ROOT/bench/attention.py" \
-  --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT" --parts "${BENCH_ATTENTION_PARTS:-forward,train}"
+  --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT" --parts "${BENCH_ATTENTION_PARTS:-forward,train}" \
+  --train-models "${BENCH_ATTENTION_TRAIN_MODELS:-gpt2,llama,llama_reduce_overhead}"
 
 echo "==> summary ($(($(date +%s) - START))s, logs in $OUT)"
 cat "$SUMMARY"
