@@ -231,6 +231,23 @@ def test_torch_compile_trains_a_small_mlp_like_eager_cpu(tmp_path):
     assert seen["delayed_loss"] and seen["delayed_grads"] == [True] * 4
 
 
+def test_inductors_compile_workers_load_a_plugin_without_an_entry_point(tmp_path):
+    # Compile workers are fresh interpreters: hostplug has no torch.backends
+    # entry point for them to load, so devbridge's kernel prelude imports its
+    # package (devbridge.inductor._plugin_entry_point) once the pool is warm.
+    seen = run(tmp_path, """
+        from torch._inductor.async_compile import AsyncCompile
+        x = torch.randn(64, device="hostplug")
+        deadline = time.monotonic() + 120
+        while not AsyncCompile.use_process_pool() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        seen["pool"] = AsyncCompile.use_process_pool()
+        compiled = torch.compile(lambda t: (t * 3).cos() + 1)
+        seen["result"] = torch.allclose(compiled(x).cpu(), (x.cpu() * 3).cos() + 1, atol=1e-5)
+    """, TORCHINDUCTOR_COMPILE_THREADS="2")
+    assert seen["pool"] and seen["result"]
+
+
 def test_devbridge_check_passes_with_the_triton_check_on_the_host_target(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "devbridge", "check", "--device", "hostplug", "--plugin", "torch_hostplug", "--json"],

@@ -52,9 +52,14 @@ def patched_torch_apis() -> list[str]:
 
 
 def _plugin_entry_point(device: str) -> str | None:
-    """The plugin's `torch.backends` entry point ("module:function"): the
-    package of torch.<device> (the plugin's device module) names it."""
+    """How a compile worker loads the plugin: its `torch.backends` entry point
+    ("module:function"), which the package of torch.<device> (the plugin's
+    device module) names; for a plugin without one, that package itself
+    ("module": importing it registers the plugin, docs/plugin-authors.md §2).
+    Without either, workers of a process that imported the plugin itself
+    would have no plugin (tests/python/test_third_party_plugin.py)."""
     import importlib.metadata
+    import importlib.util
 
     import torch
 
@@ -63,6 +68,8 @@ def _plugin_entry_point(device: str) -> str | None:
     for entry in importlib.metadata.entry_points(group="torch.backends"):
         if entry.module.split(".")[0] == package:
             return entry.value
+    if package and package != "torch" and importlib.util.find_spec(package) is not None:
+        return package
     return None
 
 

@@ -5,7 +5,8 @@ from the parent's environment. Where the plugin is autoloaded there, it has
 registered itself already and prepare() returns at once. Where it is not
 (TORCH_DEVICE_BACKEND_AUTOLOAD=0, a process importing plugins explicitly),
 prepare() loads the plugin through its `torch.backends` entry point, the hook
-torch's autoload would have called. Then it registers what the module's
+torch's autoload would have called, or, for a plugin without one, by
+importing its package. Then it registers what the module's
 kernels need at run time (devbridge.inductor.register_runtime(): the device
 interface and the driver routing), not Inductor's compiler, which a worker
 never runs and whose import would cost every fresh worker about a second at
@@ -34,6 +35,7 @@ def prepare(device: str, plugin_entry_point: str | None) -> None:
 
 
 def _load_plugin(entry_point: str) -> None:
+    """Loads "module:function" and calls it, or imports "module"."""
     import importlib.metadata
 
     hook = importlib.metadata.EntryPoint(name="plugin", value=entry_point, group="torch.backends").load()
