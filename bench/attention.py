@@ -175,22 +175,25 @@ def attention_step(device: str, variant: str, backward: bool):
     # cudadev without its own kernel: every backend but OVERRIDEABLE (its route)
     backends = [SDPBackend.MATH, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
                 SDPBackend.CUDNN_ATTENTION] + ([SDPBackend.OVERRIDEABLE] if variant == "fused" else [])
-    previous = devbridge.inductor.sdpa_flex_attention("fallback" if variant == "flex" else "off")
+    mode = "fallback" if variant == "flex" else "off"
     compiled = torch.compile(attend)
-    try:
-        with torch.enable_grad(), sdpa_kernel(backends):
-            _, code = run_and_get_code(compiled, q, k, v)  # compiles under this variant's mode
-    finally:
-        devbridge.inductor.sdpa_flex_attention(previous)
-    code = "\n".join(code)
+
+    def step():
+        # The variant's mode around every call, not only the first: a later
+        # recompile (run_and_get_code resets Dynamo, dropping every variant
+        # compiled before) must lower SDPA as this variant does.
+        previous = devbridge.inductor.sdpa_flex_attention(mode)
+        try:
+            with torch.enable_grad(), sdpa_kernel(backends):
+                return compiled(q, k, v)
+        finally:
+            devbridge.inductor.sdpa_flex_attention(previous)
+
+    code = "\n".join(run_and_get_code(step)[1])
     uses_flex = re.search(r"def triton_tem_fused_\w*flex_attention", code) is not None
     if uses_flex != (variant == "flex"):
         raise RuntimeError(f"the {variant!r} variant on {device} compiled "
                            f"{'the' if uses_flex else 'no'} flex-attention templates:\n{code[-3000:]}")
-
-    def step():
-        with torch.enable_grad(), sdpa_kernel(backends):
-            return compiled(q, k, v)
 
     return step
 
