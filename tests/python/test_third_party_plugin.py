@@ -94,6 +94,36 @@ def test_the_plugin_works_without_devbridge_and_loads_no_devbridge_library(tmp_p
     assert seen == {"values": [0.0, 2.0, 4.0, 6.0], "device": "hostplug:1", "libraries": [], "hostplug": True}
 
 
+def test_eager_operators_match_the_cpu_under_the_delay(tmp_path):
+    # The plugin's own paths (factories, views, resize_, copies across
+    # devices, in-place, out= with a kernel that resizes its out, results that
+    # are not tensors, a data-dependent shape), each queued behind delayed work.
+    seen = run(tmp_path, """
+        torch.manual_seed(0)
+        a, b = torch.randn(5, 6), torch.randn(6, 3)
+        with torch.hostplug.op_delay(5_000):
+            ad, bd = a.to("hostplug"), b.to("hostplug")
+            checks = {
+                "matmul": ((ad @ bd).cpu(), a @ b),
+                "view_t": (ad.view(3, 10).t().contiguous().cpu(), a.view(3, 10).t().contiguous()),
+                "slice_inplace": (ad[1:3].mul_(2.0).cpu(), a[1:3].mul_(2.0)),
+                "mse_out": (torch.nn.functional.mse_loss(ad, ad * 0.5).cpu(), torch.nn.functional.mse_loss(a, a * 0.5)),
+                "cross_device": (ad.to("hostplug:1").sum(0).cpu(), a.sum(0)),
+                "nonzero": (torch.nonzero(ad > 0.5).cpu(), torch.nonzero(a > 0.5)),
+                "softmax": (ad.softmax(1).cpu(), a.softmax(1)),
+            }
+            grown = torch.zeros(2, device="hostplug")
+            grown.fill_(3.0)
+            grown.resize_(4)
+            grown[2:].fill_(4.0)
+            checks["resize"] = (grown.cpu(), torch.tensor([3.0, 3.0, 4.0, 4.0]))
+            seen["item"] = ad[0, 0].item() == a[0, 0].item()
+        seen["checks"] = {name: bool(got.shape == want.shape and torch.allclose(got, want, atol=1e-6))
+                          for name, (got, want) in checks.items()}
+    """)
+    assert seen["item"] and seen["checks"] == dict.fromkeys(seen["checks"], True) and len(seen["checks"]) == 8
+
+
 def test_a_triton_kernel_runs_on_the_host_target_on_each_device(tmp_path):
     seen = run(tmp_path, """
         import devbridge.triton

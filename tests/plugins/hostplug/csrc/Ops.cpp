@@ -38,8 +38,9 @@ void resizeStorage(const c10::Storage& storage, size_t nbytes) {
   const size_t keep = std::min(storage.nbytes(), nbytes);
   storage.set_nbytes(nbytes);
   void* fresh = storage.mutable_data();
-  // Queued after the work that wrote the old block, before any that reads the new one.
-  enqueueOperator(storage.device().index(), [old, fresh, keep] {
+  // Queued after the work that wrote the old block, before any that reads the
+  // new one; it holds both blocks until it has run.
+  enqueueOperator(storage.device().index(), [old, storage, fresh, keep] {
     if (keep > 0) std::memcpy(fresh, old->get(), keep);
   });
 }
