@@ -8,14 +8,22 @@
 // is the same call without the parsing: at::empty_strided on the calling
 // thread's current PrivateUse1 device, through the dispatcher, so a plugin
 // whose storage is its own (its empty_strided kernel) is served as before.
+// Like cuda's fast path (at::detail::empty_strided_cuda) it is invisible to
+// Python dispatch modes: the mode AOTAutograd's runtime puts around a
+// graph's first call would otherwise take the allocation through
+// torch.ops.aten.empty_strided, where a plugin's out-of-memory becomes a
+// bare MemoryError. Errors reach Python as torch's own bindings raise them
+// (HANDLE_TH_ERRORS): a plugin's c10::OutOfMemoryError is
+// torch.OutOfMemoryError with its message, which batch-size finders catch.
 #include <torch/csrc/Dtype.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <ATen/ops/empty_strided.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/SmallVector.h>
 
 #include "devbridge/runtime.h"
-#include "dlpack/python_abi.h"
 #include "python/bindings.h"
 
 namespace devbridge {
@@ -62,15 +70,21 @@ PyObject* PluginEmptyStrided(PyObject*, PyObject* const* args, Py_ssize_t nargs)
     return nullptr;
   }
   const c10::ScalarType dtype = reinterpret_cast<THPDtype*>(args[2])->scalar_type;
-  try {
+  HANDLE_TH_ERRORS
+  const c10::impl::ExcludeDispatchKeyGuard no_python_modes(
+      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+  at::Tensor tensor;
+  {
+    // Without the GIL, as torch.empty_strided allocates: an allocator that
+    // waits for queued work (a caching allocator freeing its cache before it
+    // reports out-of-memory) must not wait for a stream whose work needs the
+    // GIL, as interpreted Triton kernels do.
+    pybind11::gil_scoped_release no_gil;
     const c10::DeviceIndex index = DeviceRuntime::For(c10::DeviceType::PrivateUse1).CurrentDevice();
-    at::Tensor tensor = at::empty_strided(size, stride,
-                                          at::TensorOptions().dtype(dtype).device(c10::DeviceType::PrivateUse1, index));
-    return THPVariable_Wrap(std::move(tensor));
-  } catch (...) {
-    RaiseCurrentExceptionInPython();
-    return nullptr;
+    tensor = at::empty_strided(size, stride, at::TensorOptions().dtype(dtype).device(c10::DeviceType::PrivateUse1, index));
   }
+  return THPVariable_Wrap(std::move(tensor));
+  END_HANDLE_TH_ERRORS
 }
 
 PyMethodDef kAllocation[] = {
