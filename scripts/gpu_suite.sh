@@ -142,13 +142,16 @@ fi
 
 # A machine kept warm between calls keeps earlier installs and CMake caches
 # (which pin the compiler): start from a clean slate so every run is the same.
-"$PY" -m pip uninstall -y -q torch-cudadev torch-simdev devbridge >/dev/null 2>&1 || true
-rm -rf "$ROOT/build" "$ROOT/plugins/simdev/build" "$ROOT/plugins/cudadev/build"
+"$PY" -m pip uninstall -y -q torch-cudadev torch-simdev torch-hostplug devbridge >/dev/null 2>&1 || true
+rm -rf "$ROOT/build" "$ROOT/plugins/simdev/build" "$ROOT/plugins/cudadev/build" "$ROOT/tests/plugins/hostplug/build"
 
 PIP_INSTALL=("$PY" -m pip install -v --no-build-isolation --no-deps --no-index)
 PYTEST=("$PY" -m pytest -ra -v -p no:cacheprovider)
 step build_devbridge 240 "${PIP_INSTALL[@]}" "$ROOT"
 step build_simdev 180 "${PIP_INSTALL[@]}" "$ROOT/plugins/simdev"
+# hostplug, the minimal third-party-style plugin of the tests (tests/plugins/hostplug):
+# its tests in the CPU suite below, on this machine's torch.
+{ want tests || want simdev; } && step build_hostplug 180 "${PIP_INSTALL[@]}" "$ROOT/tests/plugins/hostplug"
 
 # The CPU suite on this machine's torch (2.11 here, 2.13 in CI), with simdev
 # autoloaded: proves devbridge and simdev on the oldest supported torch, and
