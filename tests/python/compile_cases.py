@@ -113,6 +113,28 @@ class Block(torch.nn.Module):
         return x + self.mlp(self.norm2(x))
 
 
+class AttentionBlock(torch.nn.Module):
+    """A pre-norm attention block over [B, L, H * E] as Llama-style models write
+    it: grouped-query heads through scaled_dot_product_attention, causal, the
+    query a transposed view. `norm`: LayerNorm, or RMSNorm as Llama has."""
+
+    def __init__(self, width=32, heads=4, kv_heads=2, norm=torch.nn.LayerNorm):
+        super().__init__()
+        self.heads, self.kv_heads, self.head = heads, kv_heads, width // heads
+        self.norm = norm(width)
+        self.q = torch.nn.Linear(width, width, bias=False)
+        self.kv = torch.nn.Linear(width, 2 * kv_heads * self.head, bias=False)
+        self.out = torch.nn.Linear(width, width, bias=False)
+
+    def forward(self, x):
+        b, length, _ = x.shape
+        h = self.norm(x)
+        q = self.q(h).view(b, length, self.heads, self.head).transpose(1, 2)
+        k, v = self.kv(h).view(b, length, 2, self.kv_heads, self.head).permute(2, 0, 3, 1, 4)
+        attended = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        return x + self.out(attended.transpose(1, 2).reshape(b, length, -1))
+
+
 def two_blocks(width=32, heads=4, seed=0):
     torch.manual_seed(seed)
     return torch.nn.Sequential(Block(width, heads), Block(width, heads))

@@ -21,6 +21,7 @@ pytest.importorskip("triton", reason="Triton is not installed: pip install trito
 from devbridge.inductor import graph_capture_counts  # noqa: E402
 from torch._inductor.utils import run_and_get_code  # noqa: E402
 
+import compile_cases as cases  # noqa: E402
 from inductor_support import private_inductor, reset_dynamo_around_test  # noqa: E402
 from launch_support import skip_without_simdev  # noqa: E402
 
@@ -42,31 +43,10 @@ def host(*shape, seed, dtype=torch.float32):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
 
 
-class Block(torch.nn.Module):
-    """A pre-norm attention block over [B, L, H * E] with grouped-query heads,
-    as Llama-style models write it: the query is a transposed view."""
-
-    def __init__(self, width=32, heads=4, kv_heads=2):
-        super().__init__()
-        self.heads, self.kv_heads, self.head = heads, kv_heads, width // heads
-        self.norm = torch.nn.LayerNorm(width)
-        self.q = torch.nn.Linear(width, width, bias=False)
-        self.kv = torch.nn.Linear(width, 2 * kv_heads * self.head, bias=False)
-        self.out = torch.nn.Linear(width, width, bias=False)
-
-    def forward(self, x):
-        b, length, _ = x.shape
-        h = self.norm(x)
-        q = self.q(h).view(b, length, self.heads, self.head).transpose(1, 2)
-        k, v = self.kv(h).view(b, length, 2, self.kv_heads, self.head).permute(2, 0, 3, 1, 4)
-        attended = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-        return x + self.out(attended.transpose(1, 2).reshape(b, length, -1))
-
-
 def test_compiled_attention_calls_the_plugins_fused_kernel_forward_and_backward():
     torch.manual_seed(0)
-    block = Block()
-    reference = Block()
+    block = cases.AttentionBlock()
+    reference = cases.AttentionBlock()
     reference.load_state_dict(block.state_dict())
     block.to("simdev")
     x = host(2, 16, 32, seed=1)
@@ -100,8 +80,8 @@ def test_compiled_bfloat16_attention_with_a_mask_matches_eager():
 def test_reduce_overhead_captures_and_replays_a_training_step_with_attention():
     start = graph_capture_counts()
     torch.manual_seed(0)
-    block = Block().to("simdev")
-    reference = Block().to("simdev")
+    block = cases.AttentionBlock().to("simdev")
+    reference = cases.AttentionBlock().to("simdev")
     reference.load_state_dict(block.state_dict())
     compiled = torch.compile(block, mode="reduce-overhead")
     for seed in range(2, 6):

@@ -32,17 +32,9 @@ import devbridge.triton  # noqa: E402
 
 from inductor_support import private_inductor, reset_dynamo_around_test  # noqa: E402
 from launch_support import PACKED, run, skip_without_simdev  # noqa: E402
+from triton_aot_kernels import add_kernel as scale_add  # noqa: E402  (out = x * alpha + y)
 
 pytestmark = skip_without_simdev
-
-
-@triton.jit
-def scale_add(x_ptr, y_ptr, out_ptr, n, alpha, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    x = tl.load(x_ptr + offsets, mask=mask)
-    y = tl.load(y_ptr + offsets, mask=mask)
-    tl.store(out_ptr + offsets, x * alpha + y, mask=mask)
 
 
 @triton.jit

@@ -9,10 +9,16 @@ the same inputs); gradients against the CPU's math decomposition in float64
 (torch.cuda's backward beside a PrivateUse1 backend trips PyTorch's autograd
 engine, see test_cudadev_ops.py)."""
 
+import pathlib
+import sys
+
 import pytest
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[4] / "tests" / "python"))
+import compile_cases as cases  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -153,24 +159,9 @@ def test_attention_runs_on_the_current_stream():
     assert torch.equal(result, expected)
 
 
-class Block(torch.nn.Module):
-    """A Llama-style attention block: grouped-query heads, causal."""
-
-    def __init__(self, width=256, heads=8, kv_heads=2):
-        super().__init__()
-        self.heads, self.kv_heads, self.head = heads, kv_heads, width // heads
-        self.norm = torch.nn.RMSNorm(width)
-        self.q = torch.nn.Linear(width, width, bias=False)
-        self.kv = torch.nn.Linear(width, 2 * kv_heads * self.head, bias=False)
-        self.out = torch.nn.Linear(width, width, bias=False)
-
-    def forward(self, x):
-        b, length, _ = x.shape
-        h = self.norm(x)
-        q = self.q(h).view(b, length, self.heads, self.head).transpose(1, 2)
-        k, v = self.kv(h).view(b, length, 2, self.kv_heads, self.head).permute(2, 0, 3, 1, 4)
-        attended = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-        return x + self.out(attended.transpose(1, 2).reshape(b, length, -1))
+def llama_block():
+    """A Llama-style attention block: grouped-query heads, causal, RMSNorm."""
+    return cases.AttentionBlock(width=256, heads=8, kv_heads=2, norm=torch.nn.RMSNorm)
 
 
 @pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
@@ -180,8 +171,8 @@ def test_compiled_training_steps_call_the_fused_kernel(mode):
 
     torch._dynamo.reset()
     torch.manual_seed(0)
-    block = Block().to(device="cudadev", dtype=torch.bfloat16)
-    reference = Block().to(device="cudadev", dtype=torch.bfloat16)
+    block = llama_block().to(device="cudadev", dtype=torch.bfloat16)
+    reference = llama_block().to(device="cudadev", dtype=torch.bfloat16)
     reference.load_state_dict(block.state_dict())
     compiled = torch.compile(block, mode=None if mode == "default" else mode)
     start = graph_capture_counts()
