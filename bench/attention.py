@@ -228,8 +228,7 @@ def fallback_rows(rows, iterations, pairs, save, meta):
                                 peer["median"], "ratio", group="fallback", spread=peer))
         # One call is short enough for the host to set its pace; the GPU time
         # per call is what the attention costs inside a model's compiled graph.
-        gpu_us = {name: sum(harness.kernel_times_us(steps[name], "cudadev" if "cudadev" in name else "cuda",
-                                                    iterations).values())
+        gpu_us = {name: sum(harness.kernel_times_us(steps[name], "cudadev", iterations).values())
                   for name in ("cudadev math", "cudadev flex")}
         for name in gpu_us:
             rows.append(harness.row(f"{label}: GPU time per call, {name.removeprefix('cudadev ')} on cudadev",
