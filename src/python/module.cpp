@@ -2,6 +2,7 @@
 // devbridge_core (src/runtime, src/dlpack); the Python API is
 // python/devbridge/__init__.py.
 #include <c10/util/Exception.h>
+#include <torch/csrc/Exceptions.h>
 
 #include "devbridge/error.h"
 #include "dlpack/python_abi.h"
@@ -13,9 +14,12 @@ namespace devbridge {
 namespace python {
 namespace {
 
-// devbridge and c10 errors become the matching Python built-in exception,
-// with c10's message but without its C++ backtrace. pybind11's own exception
-// types are left to pybind11 (rethrown to the next translator).
+// devbridge errors become the matching Python built-in exception, c10 errors
+// the torch exception torch's own bindings raise for them, with the message
+// but without the C++ backtrace. pybind11's own exception types are left to
+// pybind11 (rethrown to the next translator). Local to this module: a global
+// translator would also translate the exceptions of torch's and plugins'
+// pybind11 functions, turning their torch.AcceleratorError into RuntimeError.
 void TranslateException(std::exception_ptr error) {
   try {
     if (error) std::rethrow_exception(error);
@@ -24,9 +28,9 @@ void TranslateException(std::exception_ptr error) {
     const ErrorKind kind = DescribeCurrentException(&message);
     PyErr_SetString(PythonExceptionType(kind), message.c_str());
   } catch (const c10::Error&) {
-    std::string message;
-    const ErrorKind kind = DescribeCurrentException(&message);
-    PyErr_SetString(PythonExceptionType(kind), message.c_str());
+    // What torch's own functions raise for it (torch.OutOfMemoryError,
+    // torch.AcceleratorError, ValueError, ...), message intact.
+    torch::translate_exception_to_python(std::current_exception());
   }
 }
 
@@ -71,7 +75,7 @@ extern "C" __attribute__((used, visibility("default"))) const char devbridge_bui
 
 PYBIND11_MODULE(_C, module) {
   module.doc() = "devbridge's C++ core (bindings only; use the devbridge package)";
-  py::register_exception_translator(&devbridge::python::TranslateException);
+  py::register_local_exception_translator(&devbridge::python::TranslateException);
   module.attr("built_with_torch") = DEVBRIDGE_TORCH_VERSION;
   devbridge::python::BindRuntime(module);
   devbridge::python::BindDLPack(module);

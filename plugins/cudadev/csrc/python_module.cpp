@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include <c10/util/Exception.h>
+#include <torch/csrc/Exceptions.h>
 #include <cuda_runtime_api.h>
 
 #include "allocator.h"
@@ -57,16 +58,12 @@ PYBIND11_MODULE(_C, m) {
   using namespace cudadev;
   m.doc() = "cudadev runtime bindings; use torch.cudadev instead of this module";
 
-  // c10 errors as RuntimeError with their message, without the C++ backtrace.
-  // Module-local, so torch's own error translation is left alone.
+  // c10 errors as torch's own bindings raise them (torch.AcceleratorError
+  // for a failed CUDA call, torch.OutOfMemoryError, RuntimeError, ...), with
+  // their message, without the C++ backtrace. Module-local, so torch's own
+  // error translation is left alone.
   py::register_local_exception_translator([](std::exception_ptr error) {
-    try {
-      if (error) {
-        std::rethrow_exception(error);
-      }
-    } catch (const c10::Error& e) {
-      PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
-    }
+    if (error) torch::translate_exception_to_python(error);
   });
 
   m.def("_device_count", [] { return static_cast<int>(device_count()); });

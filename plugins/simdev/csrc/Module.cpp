@@ -6,6 +6,7 @@
 #include <simdev/runtime.h>
 
 #include <c10/util/Exception.h>
+#include <torch/csrc/Exceptions.h>
 
 #include <chrono>
 #include <cstdint>
@@ -86,6 +87,29 @@ void enqueueFailure(const std::string& message, c10::DeviceIndex device) {
                   [message] { TORCH_CHECK(false, message); });
 }
 
+// Fault injection (torch.simdev.inject_fault): "allocation" arms the
+// allocator, "kernel" the runtime (kernel grids and operators' host work).
+void injectFault(const std::string& kind, int64_t nth) {
+  TORCH_CHECK_VALUE(nth >= 0, "simdev: inject_fault's nth must be >= 0 (1: the next one, 0: disarm), got ", nth);
+  if (kind == "allocation") {
+    allocator().injectAllocationFault(static_cast<uint64_t>(nth));
+  } else if (kind == "kernel") {
+    SIMDEV_CHECK(sdInjectKernelFault(static_cast<uint64_t>(nth)));
+  } else {
+    TORCH_CHECK_VALUE(false, "simdev: inject_fault's kind must be 'allocation' or 'kernel', got '", kind, "'");
+  }
+}
+
+// {"allocation": n, "kernel": n}: the faults injected so far in this process.
+py::dict injectedFaults() {
+  uint64_t kernel = 0;
+  SIMDEV_CHECK(sdGetInjectedKernelFaults(&kernel));
+  py::dict counts;
+  counts["allocation"] = allocator().injectedAllocationFaults();
+  counts["kernel"] = kernel;
+  return counts;
+}
+
 // The StreamId of a live simdev stream created outside torch (sdStreamCreate).
 int64_t externalStreamId(c10::DeviceIndex device, uintptr_t handle) {
   device = resolveDeviceIndex(device);
@@ -109,13 +133,12 @@ PYBIND11_MODULE(_C, m) {
   using namespace torch_simdev;
   m.doc() = "simdev PyTorch backend (PrivateUse1); use it through torch.simdev";
 
-  // c10 errors carry a C++ backtrace in what(); Python users get the message.
-  py::register_exception_translator([](std::exception_ptr error) {
-    try {
-      if (error) std::rethrow_exception(error);
-    } catch (const c10::Error& e) {
-      PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
-    }
+  // c10 errors become the Python exceptions torch's own functions raise:
+  // torch.AcceleratorError for a failed runtime call (a device fault among
+  // them), torch.OutOfMemoryError, RuntimeError; with the message, the C++
+  // backtrace only under TORCH_SHOW_CPP_STACKTRACES=1.
+  py::register_local_exception_translator([](std::exception_ptr error) {
+    if (error) torch::translate_exception_to_python(error);
   });
 
   m.attr("runtime_version") = py::make_tuple(SIMDEV_RUNTIME_VERSION_MAJOR, SIMDEV_RUNTIME_VERSION_MINOR);
@@ -156,6 +179,11 @@ PYBIND11_MODULE(_C, m) {
   m.def("_enqueue_sleep",
         [](int64_t us, int device) { enqueueSleep(us, static_cast<c10::DeviceIndex>(device)); },
         py::arg("microseconds"), py::arg("device") = -1);
+  m.def("inject_fault", &injectFault, py::arg("kind"), py::arg("nth"));
+  m.def("injected_faults", &injectedFaults);
+  m.def("_set_work_failure_message", [](const std::string& message) {
+    SIMDEV_CHECK(sdSetWorkFailureMessage(message.c_str()));
+  });
   m.def("_enqueue_failure",
         [](const std::string& message, int device) {
           enqueueFailure(message, static_cast<c10::DeviceIndex>(device));

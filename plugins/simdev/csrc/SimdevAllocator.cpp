@@ -5,6 +5,7 @@
 #include <c10/util/Logging.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -241,10 +242,42 @@ SimdevAllocator::SimdevAllocator() : impl_(new Impl()) {}
 // intentionally not freed.
 SimdevAllocator::~SimdevAllocator() = default;
 
+namespace {
+// 0: disarmed; n: the n-th allocation from the arming fails.
+std::atomic<uint64_t> allocation_fault_countdown{0};
+std::atomic<uint64_t> allocation_faults_injected{0};
+
+bool takeInjectedAllocationFault() noexcept {
+  uint64_t remaining = allocation_fault_countdown.load(std::memory_order_relaxed);
+  // Exactly one allocation sees the countdown go from 1 to 0, whichever threads race.
+  while (remaining != 0) {
+    if (allocation_fault_countdown.compare_exchange_weak(remaining, remaining - 1, std::memory_order_acq_rel)) {
+      if (remaining != 1) return false;
+      allocation_faults_injected.fetch_add(1, std::memory_order_relaxed);
+      return true;
+    }
+  }
+  return false;
+}
+}  // namespace
+
+void SimdevAllocator::injectAllocationFault(uint64_t nth) noexcept { allocation_fault_countdown.store(nth); }
+
+uint64_t SimdevAllocator::injectedAllocationFaults() const noexcept { return allocation_faults_injected.load(); }
+
 c10::DataPtr SimdevAllocator::allocate(size_t nbytes) {
   const c10::DeviceIndex device = currentDevice();
   const c10::Device c10_device(c10::DeviceType::PrivateUse1, device);
   if (nbytes == 0) return c10::DataPtr(nullptr, nullptr, &deleteBlock, c10_device);
+  if (C10_UNLIKELY(takeInjectedAllocationFault())) {
+    {
+      std::lock_guard<std::mutex> lock(impl_->mutex);
+      impl_->statsOf(device).num_ooms += 1;
+    }
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "simdev out of memory on simdev:", static_cast<int>(device),
+                     ": tried to allocate ", formatBytes(nbytes),
+                     "; an injected fault (torch.simdev.inject_fault('allocation', ...)), not a full device");
+  }
 
   const sdStream_t stream = currentNativeStream(device);
   if (anyCapturePoolActive()) {  // one atomic load unless some stream captures

@@ -68,6 +68,14 @@ class SimdevAllocator final : public c10::DeviceAllocator {
   // capture ended). Never throws.
   void flushDeferredFrees() noexcept;
 
+  // Fault injection for tests (torch.simdev.inject_fault("allocation", nth)):
+  // the nth allocation of a non-empty tensor from now on (1: the next) raises
+  // torch.OutOfMemoryError saying it was injected, as a full device would,
+  // before it takes anything; 0 disarms. One fault per arming.
+  void injectAllocationFault(uint64_t nth) noexcept;
+  // How many allocation faults were injected in this process.
+  uint64_t injectedAllocationFaults() const noexcept;
+
  private:
   struct Impl;
   Impl* impl_;  // never destroyed: tensors may be freed during static destruction

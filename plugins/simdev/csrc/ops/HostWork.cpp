@@ -21,6 +21,16 @@ struct HostWork {
   std::function<void()> run;
 };
 
+// Hands the failure's cause to the runtime, which puts it into the failure
+// its stream reports at the next synchronization (sdSetWorkFailureMessage).
+void reportFailure(const HostWork& work, const char* cause) noexcept {
+  try {
+    (void)sdSetWorkFailureMessage((std::string(work.what) + ": " + cause).c_str());
+  } catch (...) {
+    (void)sdSetWorkFailureMessage(work.what);  // out of memory formatting it: the operator's name at least
+  }
+}
+
 // The sdHostFn_t of every piece of host work: runs it and turns any
 // exception into a stream failure (never across the C ABI). The runtime owns
 // the work (sdLaunchHostFuncWithCleanup): a captured graph runs it again on
@@ -33,11 +43,11 @@ int runHostWork(void* user_data) {
     work->run();
     return 0;
   } catch (const c10::Error& e) {
-    recordHostWorkFailure(std::string(work->what) + ": " + e.what_without_backtrace());
+    reportFailure(*work, e.what_without_backtrace());
   } catch (const std::exception& e) {
-    recordHostWorkFailure(std::string(work->what) + ": " + e.what());
+    reportFailure(*work, e.what());
   } catch (...) {
-    recordHostWorkFailure(std::string(work->what) + ": unknown exception");
+    reportFailure(*work, "unknown exception");
   }
   return 1;
 }

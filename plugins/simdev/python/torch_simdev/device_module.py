@@ -122,6 +122,34 @@ def op_delay(microseconds: int) -> Iterator[None]:
         _C.set_op_delay_us(previous)
 
 
+# ---------------------------------------------------------------- fault injection
+
+
+def inject_fault(kind: str, nth: int = 1) -> None:
+    """Make the nth operation of `kind` from now on (1: the next) fail, for
+    tests of what a program does when a device fails:
+
+      "allocation"  the nth allocation of a non-empty simdev tensor raises
+                    torch.OutOfMemoryError at once (the message says it was
+                    injected), as a full device would
+      "kernel"      the nth kernel to start running (a Triton kernel's grid,
+                    or an operator's work on a stream) fails instead of
+                    running, as a device fault would: the next
+                    synchronization of its stream raises
+                    torch.AcceleratorError (sdErrorLaunchFailure) naming it
+
+    Kernels count when they start running, so work queued before the call
+    that has not started yet counts too: synchronize first to aim at a given
+    kernel. One fault per call, on any device, stream or thread; nth=0
+    disarms."""
+    _C.inject_fault(kind, nth)
+
+
+def injected_faults() -> dict:
+    """{"allocation": n, "kernel": n}: the faults injected in this process so far."""
+    return dict(_C.injected_faults())
+
+
 # ---------------------------------------------------------------- memory
 
 

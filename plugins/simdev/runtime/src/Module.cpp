@@ -15,6 +15,7 @@
 #include "Error.h"
 #include "HandleTable.h"
 #include "Stream.h"
+#include "WorkFailure.h"
 
 namespace simdev {
 namespace {
@@ -184,6 +185,10 @@ SIMDEV_API sdError_t sdLaunchKernel(sdFunction_t function, uint32_t grid_x, uint
     const std::string where = s->describe();
     const int device = s->device();
     s->enqueue({true, [f, arguments, where, device, grid_x, grid_y, grid_z]() -> std::string {
+                  if (simdev::takeInjectedKernelFault()) {
+                    return "kernel '" + f->name + "' of module '" + f->module->path + "' on " + where + " " +
+                           simdev::injectedFaultText();
+                  }
                   std::vector<void*> argv = arguments->pointers();
                   sdKernelContext ctx{{0, 0, 0}, {grid_x, grid_y, grid_z}, device,
                                       static_cast<int>(arguments->sizes.size()), arguments->sizes.data()};
@@ -193,12 +198,12 @@ SIMDEV_API sdError_t sdLaunchKernel(sdFunction_t function, uint32_t grid_x, uint
                         ctx.program_id[0] = x;
                         ctx.program_id[1] = y;
                         ctx.program_id[2] = z;
+                        simdev::clearWorkFailureMessage();
                         if (const int rc = f->entry(&ctx, argv.data()); rc != 0) {
                           std::ostringstream failure;
                           failure << "kernel '" << f->name << "' of module '" << f->module->path << "' returned "
-                                  << rc << " at program (" << x << ", " << y << ", " << z << ") on " << where
-                                  << "; the rest of the grid was skipped";
-                          return failure.str();
+                                  << rc << " at program (" << x << ", " << y << ", " << z << ") on " << where;
+                          return simdev::withWorkFailureMessage(failure.str()) + "; the rest of the grid was skipped";
                         }
                       }
                     }

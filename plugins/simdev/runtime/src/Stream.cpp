@@ -8,6 +8,7 @@
 #include "DebugDelay.h"
 #include "Error.h"
 #include "HandleTable.h"
+#include "WorkFailure.h"
 
 namespace simdev {
 namespace {
@@ -231,6 +232,8 @@ void Stream::reportFailure() {
 
 bool Stream::onWorkerThread() const { return current_worker == this; }
 
+bool onAnyStreamWorker() { return current_worker != nullptr; }
+
 void Stream::stop(const char* reason) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -265,6 +268,19 @@ std::vector<std::shared_ptr<Stream>> streamsOfDevice(int device) {
     if (stream->device() == device) matching.push_back(std::move(stream));
   }
   return matching;
+}
+
+// One queued host function: "" when it returned 0, else the stream's failure
+// text (with the message it set; see WorkFailure.h). An injected fault skips it.
+std::string runHostFunction(sdHostFn_t fn, void* user_data, const std::string& where) {
+  std::ostringstream failure;
+  failure << "host function " << reinterpret_cast<void*>(fn);
+  if (takeInjectedKernelFault()) return failure.str() + " on " + where + " " + injectedFaultText();
+  clearWorkFailureMessage();
+  const int rc = fn(user_data);
+  if (rc == 0) return {};
+  failure << " returned " << rc << " on " << where;
+  return withWorkFailureMessage(failure.str());
 }
 
 }  // namespace simdev
@@ -348,14 +364,7 @@ SIMDEV_API sdError_t sdLaunchHostFunc(sdStream_t stream, sdHostFn_t fn, void* us
     auto s = simdev::findStream(stream);
     if (fn == nullptr) throw error(sdErrorInvalidValue, "fn is NULL; pass the host function to queue");
     const std::string where = s->describe();
-    s->enqueue({true, [fn, user_data, where]() -> std::string {
-                  const int rc = fn(user_data);
-                  if (rc == 0) return {};
-                  std::ostringstream failure;
-                  failure << "host function " << reinterpret_cast<void*>(fn) << " returned " << rc << " on "
-                          << where;
-                  return failure.str();
-                }});
+    s->enqueue({true, [fn, user_data, where]() { return simdev::runHostFunction(fn, user_data, where); }});
   });
 }
 
@@ -390,14 +399,7 @@ SIMDEV_API sdError_t sdLaunchHostFuncWithCleanup(sdStream_t stream, sdHostFn_t f
     auto owned = std::make_shared<simdev::OwnedUserData>(user_data, cleanup);
     const std::string where = s->describe();
     try {
-      s->enqueue({true, [fn, owned, where]() -> std::string {
-                    const int rc = fn(owned->user_data);
-                    if (rc == 0) return {};
-                    std::ostringstream failure;
-                    failure << "host function " << reinterpret_cast<void*>(fn) << " returned " << rc << " on "
-                            << where;
-                    return failure.str();
-                  }});
+      s->enqueue({true, [fn, owned, where]() { return simdev::runHostFunction(fn, owned->user_data, where); }});
     } catch (...) {
       owned->armed = false;
       throw;

@@ -115,6 +115,8 @@ class Stream {
 
 // The live stream behind a handle; throws sdErrorInvalidStream.
 std::shared_ptr<Stream> findStream(sdStream_t handle);
+// True on any stream's worker thread (inside a host function or kernel).
+bool onAnyStreamWorker();
 // All live streams of `device` (the default stream only if it was created).
 std::vector<std::shared_ptr<Stream>> streamsOfDevice(int device);
 

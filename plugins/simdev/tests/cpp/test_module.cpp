@@ -160,6 +160,51 @@ TEST_F(ModuleTest, FailingKernelStopsItsGridAndIsReported) {
   SD_ASSERT_OK(sdFree(executed));
 }
 
+TEST_F(ModuleTest, AFailingKernelsOwnMessageIsInTheReport) {
+  uint32_t fail_at = 1;
+  void* args[] = {&fail_at};
+  const size_t sizes[] = {sizeof(fail_at)};
+  SD_ASSERT_OK(sdLaunchKernel(kernel("fail_with_message"), 3, 1, 1, args, sizes, 1, default_stream()));
+  SD_EXPECT_ERROR(sdStreamSynchronize(default_stream()), sdErrorLaunchFailure,
+                  "returned 3 at program (1, 0, 0) on default stream 0x");
+  EXPECT_NE(std::string(sdGetLastErrorString())
+                .find(" (device 0): index 7 is out of bounds for the block; the rest of the grid was skipped"),
+            std::string::npos);
+  EXPECT_EQ(std::string(sdGetLastErrorString()).find("stale message"), std::string::npos);
+}
+
+TEST_F(ModuleTest, AFailureMessageIsRefusedOutsideAWorker) {
+  SD_EXPECT_ERROR(sdSetWorkFailureMessage("not from a kernel"), sdErrorInvalidValue, "outside a kernel or host function");
+  SD_EXPECT_ERROR(sdSetWorkFailureMessage(nullptr), sdErrorInvalidValue, "message is NULL");
+}
+
+TEST_F(ModuleTest, AnInjectedKernelFaultSkipsTheNthGridAndIsReportedOnce) {
+  int32_t* executed = device_alloc<int32_t>(1);
+  SD_ASSERT_OK(sdMemsetAsync(executed, 0, sizeof(int32_t), default_stream()));
+  uint64_t before = 0;
+  SD_ASSERT_OK(sdGetInjectedKernelFaults(&before));
+  uint32_t never = 99;
+  void* args[] = {&executed, &never};
+  const size_t sizes[] = {sizeof(executed), sizeof(never)};
+  SD_ASSERT_OK(sdInjectKernelFault(2));
+  for (int launch = 0; launch < 3; ++launch) {
+    SD_ASSERT_OK(sdLaunchKernel(kernel("fail_at_program"), 4, 1, 1, args, sizes, 2, default_stream()));
+  }
+  SD_EXPECT_ERROR(sdStreamSynchronize(default_stream()), sdErrorLaunchFailure,
+                  "kernel 'fail_at_program' of module");
+  EXPECT_NE(std::string(sdGetLastErrorString()).find("injected fault (sdInjectKernelFault)"), std::string::npos);
+  SD_ASSERT_OK(sdStreamSynchronize(default_stream()));  // reported once
+  int32_t count = 0;
+  SD_ASSERT_OK(sdMemcpy(&count, executed, sizeof(count), sdMemcpyDeviceToHost, default_stream()));
+  EXPECT_EQ(count, 8);  // the first and third grids ran, the second was skipped whole
+  uint64_t after = 0;
+  SD_ASSERT_OK(sdGetInjectedKernelFaults(&after));
+  EXPECT_EQ(after, before + 1);
+  SD_ASSERT_OK(sdLaunchKernel(kernel("fail_at_program"), 4, 1, 1, args, sizes, 2, default_stream()));
+  SD_ASSERT_OK(sdStreamSynchronize(default_stream()));  // one fault per arming
+  SD_ASSERT_OK(sdFree(executed));
+}
+
 TEST_F(ModuleTest, LaunchValidatesItsArguments) {
   sdFunction_t function = kernel("store_value_and_device");
   int64_t value = 0;

@@ -31,7 +31,6 @@ be running.
 
 from __future__ import annotations
 
-import sys
 import threading
 
 #: The compiler simdev declares: devbridge's interpreter compiler, by name.
@@ -56,8 +55,13 @@ def _run(kernel_id: int, program: tuple, grid: tuple, device: int, payload: byte
     try:
         return interpreter.run_program(kernel_id, program, grid, device, payload)
     except Exception as error:  # noqa: BLE001 - the launch fails; simdev reports it at the next synchronization
-        message = f"{type(error).__name__}: {error}"
-        print(f"devbridge: an interpreted Triton kernel failed on simdev:{device}: {message[:2000]}", file=sys.stderr)
+        # The cause goes into the failure the stream reports (a device fault:
+        # torch.AcceleratorError at the next synchronization), not to stderr.
+        from .._C import _set_work_failure_message
+
+        # run_program's RuntimeError already names the kernel, the program and the cause's type.
+        cause = str(error) if type(error) is RuntimeError else f"{type(error).__name__}: {error}"
+        _set_work_failure_message(f"the interpreted Triton kernel {cause}"[:4000])
         return 1
 
 

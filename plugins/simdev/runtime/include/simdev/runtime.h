@@ -74,7 +74,7 @@ extern "C" {
 
 /*! \brief Runtime API version: bumped on every change of this header. */
 #define SIMDEV_RUNTIME_VERSION_MAJOR 1
-#define SIMDEV_RUNTIME_VERSION_MINOR 2
+#define SIMDEV_RUNTIME_VERSION_MINOR 3
 
 /*! \brief Error codes. Values are stable; new codes get new numbers. */
 typedef enum {
@@ -165,6 +165,17 @@ typedef struct {
  */
 typedef int (*sdKernelFn_t)(const sdKernelContext* ctx, void** args);
 
+/*!
+ * \brief Called by a kernel or host function while it runs on a stream's worker,
+ *  before it returns non-zero: `message` (copied) becomes part of the failure the
+ *  stream records, after the runtime's own description (which kernel, which
+ *  program, which stream), so that the cause reaches whoever synchronizes, not
+ *  only the worker. A later call replaces it; ignored when the function returns 0.
+ *  sdErrorInvalidValue when `message` is NULL or the caller is not a stream's
+ *  worker. Since 1.3.
+ */
+SIMDEV_API sdError_t sdSetWorkFailureMessage(const char* message);
+
 /* ---------------------------------------------------------------- errors */
 
 /*!
@@ -191,6 +202,19 @@ SIMDEV_API sdError_t sdDeviceSynchronize(int device);
  *  and kernel (all streams; takes effect for items that start after the call). */
 SIMDEV_API sdError_t sdSetOpDelay(uint32_t microseconds);
 SIMDEV_API sdError_t sdGetOpDelay(uint32_t* out_microseconds);
+
+/*!
+ * \brief Fault injection, for tests of the error paths above the runtime (since 1.3):
+ *  the `nth` kernel program grid or host function to start running from now on
+ *  (1: the next one, on any stream of any device) fails instead of running, as
+ *  a device fault would: the rest of its work is skipped and its stream records
+ *  sdErrorLaunchFailure, with a message saying the fault was injected, for the
+ *  next synchronization to report. 0 disarms. Copies, memsets, event records
+ *  and waits are not counted. One fault per arming.
+ */
+SIMDEV_API sdError_t sdInjectKernelFault(uint64_t nth);
+/*! \brief How many faults sdInjectKernelFault has injected in this process (since 1.3). */
+SIMDEV_API sdError_t sdGetInjectedKernelFaults(uint64_t* out_count);
 
 /* ---------------------------------------------------------------- memory */
 

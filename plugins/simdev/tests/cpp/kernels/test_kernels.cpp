@@ -57,3 +57,14 @@ TEST_KERNEL record_arg_sizes(const sdKernelContext* ctx, void** args) {
   for (int i = 0; i < ctx->num_args; ++i) out[1 + i] = static_cast<int64_t>(ctx->arg_sizes[i]);
   return 0;
 }
+
+// Fails at program x == fail_at after saying why (sdSetWorkFailureMessage),
+// as an interpreted kernel reports its exception; args: uint32_t fail_at.
+TEST_KERNEL fail_with_message(const sdKernelContext* ctx, void** args) {
+  if (ctx->program_id[0] != arg<uint32_t>(args, 0)) {
+    // A message set by a program that then succeeds must not leak into a later failure.
+    (void)sdSetWorkFailureMessage("stale message of a program that succeeded");
+    return 0;
+  }
+  return sdSetWorkFailureMessage("index 7 is out of bounds for the block") == sdSuccess ? 3 : 4;
+}
