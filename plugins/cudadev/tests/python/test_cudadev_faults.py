@@ -52,18 +52,20 @@ _ILLEGAL_ADDRESS = textwrap.dedent("""
 """)
 
 
-def _illegal_address_on(device: str) -> dict:
+def _illegal_address_on(device: str, tmp_path) -> dict:
+    script = tmp_path / "illegal_address.py"  # @triton.jit reads its kernel's source from a file
+    script.write_text(_ILLEGAL_ADDRESS)
     env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
-    done = subprocess.run([sys.executable, "-c", _ILLEGAL_ADDRESS, device], env=env, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run([sys.executable, str(script), device], env=env, capture_output=True, text=True,
+                          timeout=300)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     assert lines, f"the {device} process printed no result (exit {done.returncode}):\n{done.stderr[-3000:]}"
     return json.loads(lines[-1])
 
 
-def test_an_illegal_address_in_a_triton_kernel_is_an_accelerator_error_as_on_cuda():
-    on_cuda = _illegal_address_on("cuda")
-    on_cudadev = _illegal_address_on("cudadev")
+def test_an_illegal_address_in_a_triton_kernel_is_an_accelerator_error_as_on_cuda(tmp_path):
+    on_cuda = _illegal_address_on("cuda", tmp_path)
+    on_cudadev = _illegal_address_on("cudadev", tmp_path)
     assert on_cuda["accelerator_error"], f"torch.cuda itself raised {on_cuda}"
     assert on_cudadev["accelerator_error"], f"cudadev raised {on_cudadev}, torch.cuda an AcceleratorError"
     assert "cudaErrorIllegalAddress" in on_cudadev["message"] or "illegal memory access" in on_cudadev["message"]
