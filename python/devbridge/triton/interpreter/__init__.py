@@ -24,8 +24,9 @@ simdev declares the same compiler with its own kernel runtime, which runs the
 programs on its stream workers (torch_simdev.triton_target).
 
   interpreter.py   the binary's format, loading (register) and running one
-                   program (run_program); source.py, memory.py, libdevice.py
-                   and dot.py its parts; _triton_api.py every private Triton
+                   program (run_program); source.py, memory.py (and
+                   address_space.py), libdevice.py (and its libdevice_*.py
+                   tables), dot.py and casts.py its parts; _triton_api.py every private Triton
                    name they use, with the Triton versions checked
 
 Importing this package imports neither Triton nor devbridge's extension

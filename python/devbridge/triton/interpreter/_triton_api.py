@@ -34,6 +34,19 @@ below; what each of them reads of it:
                    max_num_imprecise_acc) (np.matmul of the handles'
                    arrays), TensorHandle.get_element_ty(), bfloat16 kept as
                    uint16 bits (_get_np_dtype)
+  casts.py         InterpreterBuilder.create_fp_trunc(src, dst_type),
+                   create_fp_ext(src, dst_type), create_fp_to_fp(src,
+                   dst_type, rounding_mode), create_si_to_fp / create_ui_to_fp
+                   / create_fp_to_si / create_fp_to_ui(src, dst_type): class
+                   attributes, with dst_type a tl type (block or scalar, read
+                   through .scalar) and rounding_mode None or a
+                   libtriton ir.ROUNDING_MODE (read by its .name, RTNE / RTZ);
+                   which of them language/semantic.py's cast calls for which
+                   pair of types (identical in the three versions), and the
+                   interpreter's convert_custom_types (ExtraFunctions), which
+                   sends fp8e4b15 to create_fp_to_fp; TensorHandle(data, dtype)
+                   with bfloat16 kept as uint16 bits and fp8 as uint8
+                   (_get_np_dtype)
   libdevice.py     InterpreterBuilder.create_extern_elementwise(libName,
                    libPath, symbol, argList, retType, isPure), _get_np_dtype,
                    interpreter_semantic; the modules

@@ -22,7 +22,10 @@ place, with no copy.
 Triton's interpreter internals are reached through _triton_api (the one
 module that names them, with the versions checked); this module, source
 (the rewrite of the compiled source), memory (masked loads, stores and
-atomics), dot (bfloat16 tl.dot) and libdevice use them.
+atomics), dot (bfloat16 tl.dot), casts (conversions as a GPU rounds them)
+and libdevice use them. Floating-point exceptions are off while a program
+runs: a GPU raises none, so numpy's warnings (0/0 in a masked-off lane)
+never reach the user.
 
 The interpreter's builder and its patches of triton.language are
 process-wide, so one interpreted launch runs at a time (a lock held from its
@@ -45,7 +48,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from . import _triton_api
+from . import casts as _casts
 from . import dot as _dot
 from . import libdevice as _libdevice
 from . import memory as _memory
@@ -297,7 +303,6 @@ def register(image: bytes) -> int:
 
 def _decode(kernel: _Kernel, payload: bytes) -> dict:
     """The kernel's arguments by name, from the launcher's packed slots."""
-    import numpy as np
     import triton.language as tl
 
     TensorHandle = _triton_api.interpreter().TensorHandle  # noqa: N806 (a class)
@@ -482,6 +487,7 @@ def _begin(kernel: _Kernel, payload: bytes, grid: tuple) -> _Launch:
         _libdevice.patch(scope)  # libdevice.exp & co., which the interpreter lacks
         _memory.patch(scope)  # masked-out lanes never reach the interpreter's C++ with their addresses
         _dot.patch(scope)  # bfloat16 tl.dot on values, not on the interpreter's uint16 bits
+        _casts.patch(scope)  # conversions rounded, saturated and NaN'd as a GPU's
         scope.set_attr(_triton_api.language_tensor(), "__index__", _index)
         # device_assert and overflow checks follow the compiled options (kernel[grid](..., debug=True))
         scope.set_attr(interpreter_builder, "options", dataclasses.replace(
@@ -517,7 +523,11 @@ def run_program(kernel_id: int, program: tuple, grid: tuple, device: int, payloa
     finished = program == launch.last
     try:
         interpreter_builder.set_grid_idx(*program)
-        launch.fn(**launch.arguments)
+        # A GPU raises no floating-point exceptions: 0/0 in a masked-off lane
+        # (a softmax's padding) is a NaN nobody reads, not numpy's
+        # RuntimeWarning printed to the user.
+        with np.errstate(all="ignore"):
+            launch.fn(**launch.arguments)
     except Exception as error:
         finished = True  # the kernel runtime skips the rest of the grid
         raise RuntimeError(_describe_failure(launch.kernel, program, error)) from error

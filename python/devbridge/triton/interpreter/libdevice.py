@@ -4,9 +4,35 @@ Triton's interpreter has no libdevice: the device-neutral stubs in
 triton.language.extra.libdevice (which Inductor's kernels call, e.g.
 `libdevice.exp`) return None there, and extern_elementwise raises. During an
 interpreted launch devbridge points each stub at the CUDA libdevice function of
-the same name, which states the symbol per dtype (`__nv_expf`, `__nv_exp`),
-and gives the interpreter's builder an extern_elementwise that evaluates the
-symbol with numpy. A symbol without a numpy equivalent is an error naming it.
+the same name (triton.language.extra.cuda.libdevice), which picks the symbol
+and return type per argument type (`__nv_expf` -> fp32 for fp32, `__nv_exp`
+-> fp64 for fp64, `__nv_ilogbf` -> int32), and gives the interpreter's
+builder an extern_elementwise that evaluates that symbol with numpy.
+
+Every symbol of that module (Triton 3.6.0, 3.7.1 and 3.8.0 declare the same
+313) has an implementation, in modules by kind:
+  libdevice_math      floating-point functions in float64 (numpy, i.e. libm),
+                      with libdevice's documented values at zeros, infinities
+                      and NaN; a float32 symbol computes in float64 and is
+                      rounded to float32 once, here
+  libdevice_special   its special functions: torch's CPU kernels in float64
+                      (erfcx, ndtri, i0, ...), accurate J0/J1/Y0/Y1 where
+                      torch's are not, jn / yn, tgamma, erfcinv, normcdf
+  libdevice_rounding  the _rn/_rz/_rd/_ru arithmetic (add, sub, mul, div,
+                      rcp, sqrt, fma) and conversions to float: exact, IEEE
+                      754's result for the named rounding
+  libdevice_bits      integer and bit functions, bit casts, conversions to
+                      integers: exact
+Their docstrings say where a result can differ from a GPU's (subnormals are
+kept, not flushed; `fast_` functions are accurate; out-of-range conversions
+to integers saturate, as PTX's cvt does). Each result takes the
+return type the CUDA wrapper states; integer results keep the low bits of
+that type, as the GPU's register does (__nv_float2uint_rn returns the
+uint32's bits as int32). UNSUPPORTED names a symbol that has no
+implementation, with the reason; it is empty, and
+tests/python/test_interpreter_libdevice.py fails for a symbol a newer Triton
+adds until it is implemented or listed there. A symbol outside both (a
+future Triton's) is an error naming it.
 
 The Triton names it uses are listed, with the versions checked, in
 _triton_api (create_extern_elementwise takes TensorHandle arguments and a tl
@@ -16,7 +42,6 @@ type).
 from __future__ import annotations
 
 import inspect
-import math
 
 try:
     import numpy as np
@@ -26,80 +51,30 @@ except ImportError as error:
                       "devbridge[triton] declare it)") from error
 
 from . import _triton_api  # noqa: E402 (after numpy's check, which names the fix)
+from . import libdevice_bits, libdevice_math, libdevice_rounding  # noqa: E402
 
-
-def _rsqrt(x):
-    return 1.0 / np.sqrt(x)
-
-
-def _vectorized(fn):
-    return np.vectorize(fn, otypes=[np.float64])
-
-
-def _erfinv(y):
-    # Newton's method on erf from a closed-form start (Giles' approximation is
-    # not needed at this precision): |error| < 1e-12 after 4 steps for |y| < 1.
-    y = np.asarray(y, dtype=np.float64)
-    a = 0.147
-    ln = np.log1p(-y * y)
-    term = 2.0 / (math.pi * a) + ln / 2.0
-    x = np.sign(y) * np.sqrt(np.sqrt(term * term - ln / a) - term)
-    erf = _vectorized(math.erf)
-    for _ in range(4):
-        x = x - (erf(x) - y) / (2.0 / math.sqrt(math.pi) * np.exp(-x * x))
-    return np.where(np.abs(y) >= 1.0, np.sign(y) * np.inf, x)
-
-
-_UNARY = {
-    "exp": np.exp, "exp2": np.exp2, "exp10": lambda x: np.power(10.0, x), "expm1": np.expm1,
-    "log": np.log, "log2": np.log2, "log10": np.log10, "log1p": np.log1p,
-    "sqrt": np.sqrt, "rsqrt": _rsqrt, "cbrt": np.cbrt,
-    "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
-    "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh,
-    "atanh": np.arctanh,
-    "erf": _vectorized(math.erf), "erfc": _vectorized(math.erfc), "erfinv": _erfinv,
-    "lgamma": _vectorized(math.lgamma), "tgamma": _vectorized(math.gamma),
-    "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "round": lambda x: np.trunc(x + np.copysign(0.5, x)),
-    "rint": np.rint, "nearbyint": np.rint, "fabs": np.abs, "abs": np.abs,
-    "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite, "signbit": np.signbit,
-    "llrint": np.rint, "lrint": np.rint,
-}  # fmt: skip
-_BINARY = {
-    "pow": np.power, "powi": np.power, "atan2": np.arctan2, "fmod": np.fmod, "remainder": np.remainder,
-    "fmin": np.fmin, "fmax": np.fmax, "copysign": np.copysign, "hypot": np.hypot, "nextafter": np.nextafter,
-    "ldexp": lambda x, e: np.ldexp(x, np.asarray(e, dtype=np.int32)),
-    "div_rn": np.divide, "fdiv_rn": np.divide,
-}  # fmt: skip
-_TERNARY = {"fma": lambda a, b, c: a * b + c}
-
-
-def _numpy_function(symbol: str):
-    """The numpy function of a libdevice symbol (`__nv_expf` -> np.exp)."""
-    name = symbol[len("__nv_"):] if symbol.startswith("__nv_") else symbol
-    for table in (_UNARY, _BINARY, _TERNARY):
-        if table.get(name) is not None:
-            return table[name]
-    # the float variant: the double's name with an `f` suffix (`expf`, `erff`)
-    if name.endswith("f"):
-        for table in (_UNARY, _BINARY, _TERNARY):
-            if table.get(name[:-1]) is not None:
-                return table[name[:-1]]
-    # isnan / isinf / signbit / isfinite variants: `isnand`, `signbitd`, `isinfd`, `finitef`
-    if name in ("isnand", "isinfd", "signbitd", "finitef", "isfinited"):
-        return {"isnand": np.isnan, "isinfd": np.isinf, "signbitd": np.signbit}.get(name, np.isfinite)
-    return None
+#: {libdevice symbol: numpy implementation (numpy arrays in, an array out)}
+SYMBOLS = {**libdevice_math.symbols(), **libdevice_bits.symbols(), **libdevice_rounding.symbols()}
+#: {libdevice symbol: why the interpreter target cannot evaluate it}
+UNSUPPORTED: dict[str, str] = {}
 
 
 def _extern_elementwise(builder, libName, libPath, symbol, argList, retType, isPure):  # noqa: N803 (Triton's names)
     interpreter = _triton_api.interpreter()
-    fn = _numpy_function(symbol)
+    fn = SYMBOLS.get(symbol)
     if fn is None:
-        raise NotImplementedError(f"devbridge: the interpreter Triton target has no numpy equivalent of the libdevice "
-                                  f"function {symbol}; compute it from triton.language operations instead")
+        reason = UNSUPPORTED.get(symbol, "a libdevice symbol this version of devbridge does not know")
+        raise NotImplementedError(f"devbridge: the interpreter Triton target cannot evaluate the libdevice function "
+                                  f"{symbol} ({reason}); compute it from triton.language operations instead")
     scalar = retType.scalar if hasattr(retType, "scalar") else retType
+    arguments = [np.asarray(handle.data) for handle in argList]
+    shape = np.broadcast_shapes(*[a.shape for a in arguments])
     with np.errstate(all="ignore"):  # inf / nan results are the function's, as on a GPU
-        data = np.asarray(fn(*[handle.data for handle in argList]))
-    return interpreter.TensorHandle(data.astype(interpreter._get_np_dtype(scalar)), scalar)
+        data = np.asarray(fn(*[np.atleast_1d(a) for a in arguments]))
+    # The implementations give exact integers (int64 / uint64, bool) or floats:
+    # casting keeps an integer's low bits and rounds a float64 to float32 once.
+    data = data.astype(interpreter._get_np_dtype(scalar)).reshape(shape)
+    return interpreter.TensorHandle(data, scalar)
 
 
 _replacements = None  # [(module, name, replacement)], built at the first launch
