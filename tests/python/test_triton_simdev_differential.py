@@ -129,7 +129,45 @@ def _torch_answer(name: str, case) -> torch.Tensor | None:
         x = args[0].float()
         x[table.N_USED:] = 0
         return _stored(torch.softmax(x.view(-1, 32), dim=1).view(-1).bfloat16(), args[1])
-    return None
+    bfloat16 = _BFLOAT16_ANSWERS.get(name)
+    return bfloat16(*args) if bfloat16 is not None else None
+
+
+# bfloat16 arithmetic, which Triton's interpreter (3.6.0, 3.7.1, 3.8.0) computes on the uint16 bits
+# bfloat16 is kept in (a + b adds the bit patterns, a < b is wrong for negative values, tl.sum sums the
+# bits) and simdev on the values, as a GPU does (devbridge/triton/interpreter/narrow_floats.py, checked
+# in test_interpreter_bf16_arithmetic.py): held to torch's bfloat16 arithmetic, which rounds each
+# operation once to nearest even, as sm_90's add/sub/mul/fma.rn.bf16 do.
+
+
+def _bf16_tree_sum(t: torch.Tensor, dim: int) -> torch.Tensor:
+    """tl.sum of bfloat16: adds in bfloat16, halving the axis (narrow_floats' order)."""
+    while t.shape[dim] > 1:
+        half = t.shape[dim] // 2
+        t = t.narrow(dim, 0, half) + t.narrow(dim, half, half)
+    return t.squeeze(dim)
+
+
+def _bf16_binary(op):
+    return lambda x, y, out, n: _stored(op(x, y), out)
+
+
+_BFLOAT16_ANSWERS = {
+    "arith/add/bfloat16-bfloat16": _bf16_binary(torch.add),
+    "arith/sub/bfloat16-bfloat16": _bf16_binary(torch.sub),
+    "arith/mul/bfloat16-bfloat16": _bf16_binary(torch.mul),
+    **{f"compare/{op}/bfloat16-bfloat16": _bf16_binary(getattr(torch, op)) for op in ("lt", "le", "gt", "ge")},
+    "unary/neg/bfloat16": lambda x, out, n: _stored(-x, out),  # (no zeros among the inputs: 0 - x is -x)
+    # fma.rn.bf16: the exact a*b+c (float64 holds it for these inputs) rounded once
+    "math/fma/bfloat16": lambda a, b, c, out, n: _stored((a.double() * b.double() + c.double()).bfloat16(), out),
+    # -tl.abs(b) in bfloat16, then clamped in float32 (language/core.py promotes bfloat16 for tl.clamp)
+    "math/clamp/bfloat16": lambda a, b, c, out, n: _stored(torch.clamp(a.float(), -b.abs().float(),
+                                                                       b.abs().float()).bfloat16(), out),
+    "masked2d/bfloat16": lambda x, out, m, n: x + x,  # every element of the 13 x 11 tensor is stored
+    "shape/join_split/bfloat16": lambda x, out: x + x,
+    "reduce/sum/bfloat16/axis0": lambda x, out: _bf16_tree_sum(x.view(table.M2, table.N2), 0),
+    "reduce/sum/bfloat16/axis1": lambda x, out: _bf16_tree_sum(x.view(table.M2, table.N2), 1),
+}
 
 
 def _assert_torch_answer(name: str, ours: torch.Tensor, answer: torch.Tensor) -> None:

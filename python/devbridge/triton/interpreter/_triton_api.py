@@ -28,8 +28,12 @@ below; what each of them reads of it:
                    cache_modifier, eviction_policy, is_volatile),
                    create_masked_store(ptrs, value, mask, cache_modifier,
                    eviction_policy), create_atomic_rmw(rmwOp, ptr, val, mask,
-                   sem, scope), create_atomic_cas(ptr, cmp, val, sem, scope),
-                   TensorHandle(data, dtype) with .data a numpy array
+                   sem, scope) (rmwOp an ir.ATOMIC_OP, of which it reads
+                   .name for messages), create_atomic_cas(ptr, cmp, val, sem,
+                   scope), TensorHandle(data, dtype) with .data a numpy array
+                   (pointers uint64) and .get_element_ty(), _get_np_dtype (the
+                   element a load reads per lane, what create_masked_load
+                   passes the C++ load)
   dot.py           InterpreterBuilder.create_dot(a, b, d, input_precision,
                    max_num_imprecise_acc) (np.matmul of the handles'
                    arrays), TensorHandle.get_element_ty(), bfloat16 kept as
@@ -47,6 +51,28 @@ below; what each of them reads of it:
                    sends fp8e4b15 to create_fp_to_fp; TensorHandle(data, dtype)
                    with bfloat16 kept as uint16 bits and fp8 as uint8
                    (_get_np_dtype)
+  narrow_floats.py InterpreterBuilder.create_fadd / create_fsub /
+                   create_fmul / create_fdiv / create_minimumf /
+                   create_minnumf / create_maximumf / create_maxnumf and
+                   create_fcmp{OLT,OGT,OLE,OGE,OEQ,UNE} (the predicates
+                   language/semantic.py builds)(lhs, rhs): class attributes,
+                   numpy on the handles' arrays, the result typed as lhs
+                   (a comparison's data bool); create_clampf(arg, lo, hi,
+                   propagate_nans) with propagate_nans a tl.PropagateNan;
+                   create_fma(x, y, z); create_fneg(arg) (3.8.0 only; 3.6.0
+                   and 3.7.1 negate as 0 - x); create_atomic_rmw (as for
+                   memory.py) and create_atomic_cas(ptr, cmp, val, sem,
+                   scope) (bitwise, 16-bit elements included); no get_bf16
+                   (language/semantic.py's scalar_constant calls it: added);
+                   ReduceOps.sum(self, input) and .min_max(self, input,
+                   val_reduce_op, idx_reduce_op) with .axis, .keep_dims and
+                   .to_tensor(ret, dtype), ScanOps.cumsum / .cumprod(self,
+                   input) returning a list, with .axis (apply_impl flips
+                   around them for reverse): the fast paths of the
+                   interpreter's tl.reduce / tl.associative_scan;
+                   TensorHandle(data, dtype) with dtype a scalar tl type read
+                   by its .name, bfloat16 kept as uint16 bits and fp8 as
+                   uint8 (_get_np_dtype)
   libdevice.py     InterpreterBuilder.create_extern_elementwise(libName,
                    libPath, symbol, argList, retType, isPure), _get_np_dtype,
                    interpreter_semantic; the modules

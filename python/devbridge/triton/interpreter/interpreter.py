@@ -55,6 +55,7 @@ from . import casts as _casts
 from . import dot as _dot
 from . import libdevice as _libdevice
 from . import memory as _memory
+from . import narrow_floats as _narrow_floats
 from . import source as _source
 
 FORMAT = "devbridge-interpreter/1"
@@ -485,6 +486,7 @@ def _begin(kernel: _Kernel, payload: bytes, grid: tuple) -> _Launch:
     try:
         scope.set_attr(_triton_api.jit_function(), "__call__", _helper_call)
         _libdevice.patch(scope)  # libdevice.exp & co., which the interpreter lacks
+        _narrow_floats.patch(scope)  # bfloat16/fp8 arithmetic on values (before memory, which wraps its atomics)
         _memory.patch(scope)  # masked-out lanes never reach the interpreter's C++ with their addresses
         _dot.patch(scope)  # bfloat16 tl.dot on values, not on the interpreter's uint16 bits
         _casts.patch(scope)  # conversions rounded, saturated and NaN'd as a GPU's
