@@ -262,6 +262,25 @@ def test_bool_scalar_arguments():
 
 
 @triton.jit
+def _typed_scalars(x, out, a: tl.int64, b: tl.int64, scale, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out + offs, tl.load(x + offs) * scale)  # bfloat16 times an fp32 parameter: fp32 on a GPU
+    tl.store(out + BLOCK, (a * b).to(tl.float32))  # i64 parameters: no int32 overflow on a GPU
+
+
+def test_scalar_parameters_are_typed_as_the_signature_types_them():
+    # TRITON_INTERPRET=1 types an int by its value (int32 here, where the
+    # kernel says int64: 70000 * 70000 wraps) and passes a float untyped (the
+    # product then stays bfloat16); a GPU computes both as compiled.
+    x = torch.tensor([1.0078125, 3.0, -7.5, 0.33203125], dtype=torch.bfloat16)
+    out = torch.empty(5, device="simdev")
+    scale = 1.0009765625
+    _typed_scalars[(1,)](x.to("simdev"), out, 70000, 70000, scale, BLOCK=4)
+    expected = torch.cat([x.float() * torch.tensor(scale, dtype=torch.float32), torch.tensor([4.9e9])])
+    assert torch.equal(out.cpu(), expected), (out.cpu(), expected)
+
+
+@triton.jit
 def _libdevice_kernel(x, out, n, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     mask = offs < n

@@ -70,11 +70,24 @@ _NOT_INTERPRETABLE = {"fp8e4b8": "torch.float8_e4m3fnuz", "fp8e5b16": "torch.flo
 # 3.6 and 3.7.1; a layout may follow the block shape, for Gluon).
 _TENSORDESC = re.compile(r"tensordesc<([^[>]*)\[([^]]*)\]")
 
-# How each scalar parameter's bytes (little-endian) decode.
-_SCALAR_FORMATS = {
-    "i1": "<?", "u1": "<?", "B": "<?", "i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q", "u8": "<B",
-    "u16": "<H", "u32": "<I", "u64": "<Q", "fp16": "<e", "fp32": "<f", "f32": "<f", "fp64": "<d",
-}  # fmt: skip
+# How each scalar parameter's bytes (little-endian) decode: (the numpy dtype
+# Triton's interpreter keeps the type in, bfloat16 as its bits; the tl type).
+_SCALAR_TYPES = {}
+
+
+def _scalar_types() -> dict:
+    if not _SCALAR_TYPES:
+        import triton.language as tl
+
+        for names, dtype, scalar_type in (
+                (("i8",), np.int8, tl.int8), (("i16",), np.int16, tl.int16), (("i32",), np.int32, tl.int32),
+                (("i64",), np.int64, tl.int64), (("u8",), np.uint8, tl.uint8), (("u16",), np.uint16, tl.uint16),
+                (("u32",), np.uint32, tl.uint32), (("u64",), np.uint64, tl.uint64), (("fp16",), np.float16, tl.float16),
+                (("bf16",), np.uint16, tl.bfloat16), (("fp32", "f32"), np.float32, tl.float32),
+                (("fp64",), np.float64, tl.float64)):
+            for name in names:
+                _SCALAR_TYPES[name] = (np.dtype(dtype).newbyteorder("<"), scalar_type)
+    return _SCALAR_TYPES
 
 
 # ---------------------------------------------------------------- compile side
@@ -332,17 +345,22 @@ def _decode(kernel: _Kernel, payload: bytes) -> dict:
             pointer_type = kernel.pointer_types[ty]
             address = np.array([struct.unpack("<Q", slot)[0]], dtype=np.uint64)
             return tl.tensor(TensorHandle(address, pointer_type), pointer_type)
-        if ty == "bf16":
-            return struct.unpack("<f", b"\0\0" + slot[:2])[0]
         if ty in ("i1", "u1", "B"):
             # A bool typed int1 with bool data: the interpreter's own conversion
             # (_implicit_cvt) makes int32 data for it, which TensorHandle refuses.
             flag = np.array([slot[0] != 0], dtype=np.bool_)
             return tl.tensor(TensorHandle(flag, tl.int1), tl.int1)
-        fmt = _SCALAR_FORMATS.get(ty)
-        if fmt is None:
+        scalar = _scalar_types().get(ty)
+        if scalar is None:
             raise NotImplementedError(f"devbridge: the interpreter Triton target cannot pass a parameter of type {ty}")
-        return struct.unpack(fmt, slot[:struct.calcsize(fmt)])[0]
+        # Typed as the signature types it, as on a GPU: the interpreter's own
+        # conversion types an int by its value (int32 when it fits, where the
+        # kernel was compiled for i64: int32 products overflow) and passes a
+        # float untyped (a bfloat16 tensor times an fp32 parameter then
+        # computes in bfloat16, where a GPU promotes to fp32).
+        dtype, scalar_type = scalar
+        value = np.frombuffer(slot[:dtype.itemsize], dtype=dtype).copy()
+        return tl.tensor(TensorHandle(value, scalar_type), scalar_type)
 
     def descriptor(ty):
         # A host TensorDescriptor as devbridge's launcher decomposes it
