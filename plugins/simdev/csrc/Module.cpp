@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <thread>
 
+#include "GilReleased.h"
 #include "SimdevAllocator.h"
 #include "SimdevCheck.h"
 #include "SimdevDevice.h"
@@ -53,7 +54,7 @@ py::tuple memGetInfo(c10::DeviceIndex device) {
 
 void synchronize(c10::DeviceIndex device) {
   device = resolveDeviceIndex(device);
-  py::gil_scoped_release no_gil;  // queued work never needs the GIL, but other Python threads may run
+  GilReleasedIfHeld no_gil;  // queued work may need it (GilReleased.h)
   SIMDEV_CHECK(sdDeviceSynchronize(device));
 }
 

@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "GilReleased.h"
 #include "SimdevCheck.h"
 #include "SimdevDevice.h"
 #include "SimdevGraphPool.h"
@@ -51,6 +52,7 @@ std::string formatBytes(size_t bytes) {
 // would also report (and so clear) a failure of the event's stream: that
 // failure belongs to the user's next synchronization, not to the allocator.
 void waitForEvent(sdEvent_t event) {
+  GilReleasedIfHeld no_gil;  // the event's stream may run work that needs it (GilReleased.h)
   for (int polls = 0; sdEventQuery(event) == sdErrorNotReady; ++polls) {
     std::this_thread::sleep_for(std::chrono::microseconds(polls < 100 ? 10 : 200));
   }
@@ -379,6 +381,7 @@ void SimdevAllocator::copy_data(void* dest, const void* src, std::size_t count) 
   int device = 0;
   SIMDEV_CHECK(sdPointerGetDevice(dest, &device));
   const sdStream_t stream = currentNativeStream(static_cast<c10::DeviceIndex>(device));
+  GilReleasedIfHeld no_gil;  // a synchronous copy waits for the stream's work
   SIMDEV_CHECK(sdMemcpy(dest, src, count, sdMemcpyDeviceToDevice, stream));
 }
 

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "GilReleased.h"
 #include "SimdevAllocator.h"
 #include "SimdevCheck.h"
 #include "SimdevDevice.h"
@@ -83,10 +84,12 @@ bool SimdevGuardImplBase::queryStream(const c10::Stream& stream) const {
 }
 
 void SimdevGuardImplBase::synchronizeStream(const c10::Stream& stream) const {
+  GilReleasedIfHeld no_gil;  // the stream's work may need it (GilReleased.h)
   SIMDEV_CHECK(sdStreamSynchronize(nativeStream(stream)));
 }
 
 void SimdevGuardImplBase::synchronizeDevice(const c10::DeviceIndex device_index) const {
+  GilReleasedIfHeld no_gil;
   SIMDEV_CHECK(sdDeviceSynchronize(resolveDeviceIndex(device_index)));
 }
 
@@ -121,6 +124,7 @@ bool SimdevGuardImplBase::queryEvent(void* event) const {
 
 void SimdevGuardImplBase::synchronizeEvent(void* event) const {
   if (event == nullptr) return;
+  GilReleasedIfHeld no_gil;
   SIMDEV_CHECK(sdEventSynchronize(asEvent(event)));
 }
 

@@ -27,6 +27,7 @@
 
 #include <memory>
 
+#include "GilReleased.h"
 #include "SimdevCheck.h"
 #include "SimdevStream.h"
 #include "ops/HostWork.h"
@@ -115,7 +116,10 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   const c10::DeviceIndex device = isSimdev(dst) ? dst.device().index() : src.device().index();
   const sdStream_t stream = currentNativeStream(device);
   enqueueCopy(src, dst, stream);
-  if (!non_blocking && !(isSimdev(src) && isSimdev(dst))) SIMDEV_CHECK(sdStreamSynchronize(stream));
+  if (!non_blocking && !(isSimdev(src) && isSimdev(dst))) {
+    GilReleasedIfHeld no_gil;  // the stream's work may need it (GilReleased.h)
+    SIMDEV_CHECK(sdStreamSynchronize(stream));
+  }
   return dst;
 }
 
