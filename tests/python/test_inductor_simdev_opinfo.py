@@ -38,7 +38,8 @@ def test_every_named_operator_is_in_this_torchs_op_db():
     """A name that is not (renamed, removed) would leave its operator
     untested without a word."""
     names = {op.full_name for op in oc.op_db}
-    missing = [name for group in oc.SELECTED_GROUPS.values() for name in group if name not in names]
+    missing = [name for group in oc.SELECTED_GROUPS.values() for name in group
+               if name not in names and name not in oc.NOT_IN_EVERY_TORCH]
     assert not missing, f"opinfo_cases.SELECTED_GROUPS names no OpInfo of torch {torch.__version__}: {missing}"
     assert len(oc.cases(0)) + len(oc.cases(1)) == len(oc.cases())
 

@@ -300,10 +300,14 @@ def _rss_bytes() -> int:
         return int(statm.read().split()[1]) * 4096
 
 
-def test_a_thousand_faults_leak_nothing(driver):
+def test_a_thousand_faults_leak_nothing():
     x = torch.ones(1024, device="simdev")
     out = torch.empty(1024, device="simdev")
     compiled = torch.compile(lambda t: (t * 2).sum(), dynamic=False)
+    # Compiled first, outside any activation: loading a compiled module makes
+    # Inductor activate the first GPU backend's driver (NVIDIA's on a CUDA
+    # host) whatever was active around it; the launches below activate
+    # devbridge's driver themselves.
     compiled(x)
 
     def one_round(i):
@@ -318,7 +322,8 @@ def test_a_thousand_faults_leak_nothing(driver):
         else:
             torch.simdev.synchronize()
             torch.simdev.inject_fault("kernel", 1)
-            kernels.add_kernel[(8,)](x, x, out, 1024, float(i), BLOCK=128)
+            with devbridge.triton.activate():
+                kernels.add_kernel[(8,)](x, x, out, 1024, float(i), BLOCK=128)
             with pytest.raises(torch.AcceleratorError):
                 torch.simdev.synchronize()
 
@@ -334,5 +339,6 @@ def test_a_thousand_faults_leak_nothing(driver):
     assert torch.simdev.memory_reserved() == reserved
     grown = _rss_bytes() - rss
     assert grown < 16 << 20, f"RSS grew by {grown / 2**20:.1f} MiB over 1,000 injected faults"
-    kernels.add_kernel[(8,)](x, x, out, 1024, 1.0, BLOCK=128)
+    with devbridge.triton.activate():
+        kernels.add_kernel[(8,)](x, x, out, 1024, 1.0, BLOCK=128)
     assert torch.equal(out.cpu(), torch.full((1024,), 2.0))
