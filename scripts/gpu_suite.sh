@@ -196,7 +196,7 @@ PYEOF
 
 # One xdist worker: a crash in one test is reported as that test's failure
 # (the worker is restarted) instead of ending the whole run.
-{ want tests || want cudadev; } && step pytest_cudadev 300 "${PYTEST[@]}" -n 1 --max-worker-restart=20 "$ROOT/plugins/cudadev/tests/python" \
+{ want tests || want cudadev; } && step pytest_cudadev 420 "${PYTEST[@]}" -n 1 --max-worker-restart=20 "$ROOT/plugins/cudadev/tests/python" \
   --junitxml="$OUT/junit_cudadev.xml"
 # The launcher benchmark: devbridge's launcher and kernel[grid] on cudadev vs
 # upstream Triton, PyTorch's static launcher and a bare cuLaunchKernel, same
