@@ -96,6 +96,13 @@ def _stored(bits, fmt: _Format) -> np.ndarray:
     return np.asarray(bits).astype(_UINT[fmt.bits]).view(fmt.storage)
 
 
+def bfloat16_to_float32(bits) -> np.ndarray:
+    """The float32 values of bfloat16 bits (the uint16 arrays Triton's
+    interpreter keeps bfloat16 in): cvt.f32.bf16 shifts them into float32's
+    high half, exactly, NaN payloads and all."""
+    return (np.asarray(bits).view(np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
 def _max_finite(name: str) -> int:
     fmt = _FORMATS[name]
     if name == "fp8e4nv":  # no inf: S.1111.111 is NaN, S.1111.110 (448) the largest
@@ -252,8 +259,8 @@ _NUMPY_CASTS = {("fp32", "fp16"), ("fp16", "fp32"), ("fp32", "fp64"), ("fp64", "
 
 
 def _numpy_cast(data: np.ndarray, src: str, dst: str) -> np.ndarray:
-    if src == "bf16":  # cvt.f32.bf16: the bits shifted, NaN payloads and all
-        return (data.view(np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
+    if src == "bf16":
+        return bfloat16_to_float32(data)
     with np.errstate(over="ignore", invalid="ignore"):  # overflow to inf is the answer, as on a GPU
         out = data.astype(_FORMATS[dst].storage)
     nan = np.isnan(data)
@@ -285,9 +292,9 @@ def _to_fp8(data, src: str, dst: str, rtz: bool) -> np.ndarray:
         if src not in ("fp16", "fp32"):  # (the front end already refused it: convert_custom_float8's assert)
             raise _unsupported(src, dst, None, "convert through float16 (x.to(tl.float16).to(tl.float8e4b15))")
         return _to_fp8e4b15(data, src)
-    bits = _bits(data, _FORMATS[src])
     if src == "bf16":  # cvt.f32.bf16 first (Bf16_to_Fp8E*), then as float32
-        return _to_fp8(_stored(bits << np.uint64(16), _FORMATS["fp32"]), "fp32", dst, rtz)
+        return _to_fp8(bfloat16_to_float32(data), "fp32", dst, rtz)
+    bits = _bits(data, _FORMATS[src])
     if rtz:  # float32 -> fp8e5 only: cvt.rz.f16.f32, then the float16's high byte (Fp16_to_Fp8E5M2_RTZ)
         half = _bits(_float_to_float(data, "fp32", "fp16", rtz=True), _FORMATS["fp16"])
         return (half >> np.uint64(8)).astype(np.uint8)
@@ -356,7 +363,7 @@ def _float_to_int(data, src: str, dst: np.dtype, signed: bool) -> np.ndarray:
     whose low byte is kept (LLVM's NVPTX widens i8 results). NaN gives 0, but
     0x80...0 (for unsigned types too) from float64 and into 64 bits."""
     if src == "bf16":
-        values = (_bits(data, _FORMATS["bf16"]) << np.uint64(16)).astype(np.uint32).view(np.float32)
+        values = bfloat16_to_float32(data)
     else:
         values = np.asarray(data)
     with np.errstate(invalid="ignore"):  # signalling NaNs: they give the NaN answer below, quietly

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _triton_api
+from .casts import bfloat16_to_float32
 
 
 def _widened(handle):
@@ -25,8 +26,7 @@ def _widened(handle):
     import triton.language as tl
 
     TensorHandle = _triton_api.interpreter().TensorHandle  # noqa: N806 (a class)
-    bits = np.asarray(handle.data).astype(np.uint32) << np.uint32(16)
-    return TensorHandle(bits.view(np.float32), tl.float32)
+    return TensorHandle(bfloat16_to_float32(handle.data), tl.float32)
 
 
 def patch(scope) -> None:

@@ -37,6 +37,7 @@ run during one (front_end_outside_launches).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -70,24 +71,24 @@ _NOT_INTERPRETABLE = {"fp8e4b8": "torch.float8_e4m3fnuz", "fp8e5b16": "torch.flo
 # 3.6 and 3.7.1; a layout may follow the block shape, for Gluon).
 _TENSORDESC = re.compile(r"tensordesc<([^[>]*)\[([^]]*)\]")
 
-# How each scalar parameter's bytes (little-endian) decode: (the numpy dtype
-# Triton's interpreter keeps the type in, bfloat16 as its bits; the tl type).
-_SCALAR_TYPES = {}
 
-
+@functools.cache
 def _scalar_types() -> dict:
-    if not _SCALAR_TYPES:
-        import triton.language as tl
+    """How each scalar parameter's bytes (little-endian) decode, by signature
+    type: (the numpy dtype Triton's interpreter keeps the type in, bfloat16 as
+    its bits; the tl type)."""
+    import triton.language as tl
 
-        for names, dtype, scalar_type in (
-                (("i8",), np.int8, tl.int8), (("i16",), np.int16, tl.int16), (("i32",), np.int32, tl.int32),
-                (("i64",), np.int64, tl.int64), (("u8",), np.uint8, tl.uint8), (("u16",), np.uint16, tl.uint16),
-                (("u32",), np.uint32, tl.uint32), (("u64",), np.uint64, tl.uint64), (("fp16",), np.float16, tl.float16),
-                (("bf16",), np.uint16, tl.bfloat16), (("fp32", "f32"), np.float32, tl.float32),
-                (("fp64",), np.float64, tl.float64)):
-            for name in names:
-                _SCALAR_TYPES[name] = (np.dtype(dtype).newbyteorder("<"), scalar_type)
-    return _SCALAR_TYPES
+    types = {}
+    for names, dtype, scalar_type in (
+            (("i8",), np.int8, tl.int8), (("i16",), np.int16, tl.int16), (("i32",), np.int32, tl.int32),
+            (("i64",), np.int64, tl.int64), (("u8",), np.uint8, tl.uint8), (("u16",), np.uint16, tl.uint16),
+            (("u32",), np.uint32, tl.uint32), (("u64",), np.uint64, tl.uint64), (("fp16",), np.float16, tl.float16),
+            (("bf16",), np.uint16, tl.bfloat16), (("fp32", "f32"), np.float32, tl.float32),
+            (("fp64",), np.float64, tl.float64)):
+        for name in names:
+            types[name] = (np.dtype(dtype).newbyteorder("<"), scalar_type)
+    return types
 
 
 # ---------------------------------------------------------------- compile side

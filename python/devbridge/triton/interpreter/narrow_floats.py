@@ -85,7 +85,7 @@ _TL_NAMES = {"bf16": "bfloat16", "fp8e4nv": "float8e4nv", "fp8e5": "float8e5", "
 def _widen(data, name: str) -> np.ndarray:
     """The float32 values of bfloat16 / fp8 bits (exact)."""
     if name == _BF16:
-        return _casts._float_to_float(data, "bf16", "fp32")
+        return _casts.bfloat16_to_float32(data)
     return _casts._fp_to_fp(name, "fp32", data, None)
 
 
