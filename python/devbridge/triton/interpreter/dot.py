@@ -15,8 +15,6 @@ in _triton_api.
 
 from __future__ import annotations
 
-import numpy as np
-
 from . import _triton_api
 from .casts import bfloat16_to_float32
 
