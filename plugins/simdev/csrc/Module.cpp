@@ -20,6 +20,7 @@
 #include "SimdevGuard.h"
 #include "SimdevStream.h"
 #include "SimdevStreamHooks.h"
+#include "distributed/Bindings.h"
 #include "ops/HostWork.h"
 
 namespace py = pybind11;
@@ -180,6 +181,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_enqueue_sleep",
         [](int64_t us, int device) { enqueueSleep(us, static_cast<c10::DeviceIndex>(device)); },
         py::arg("microseconds"), py::arg("device") = -1);
+  bindDistributed(m);  // torch_simdev._C._distributed (torch_simdev/distributed.py)
   m.def("inject_fault", &injectFault, py::arg("kind"), py::arg("nth"));
   m.def("injected_faults", &injectedFaults);
   m.def("_set_work_failure_message", [](const std::string& message) {

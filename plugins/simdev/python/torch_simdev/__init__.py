@@ -97,6 +97,10 @@ def _register() -> None:
 
 _register()
 
+from . import distributed as _distributed  # noqa: E402
+
+_distributed.register()  # the "sdgloo" collective backend for simdev tensors
+
 
 def _install_devbridge() -> None:
     """What docs/plugin-authors.md asks of a plugin, when devbridge is
