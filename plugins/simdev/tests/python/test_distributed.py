@@ -3,7 +3,7 @@ csrc/distributed/): every collective's result, its place in stream order,
 its Work handle and future, and a clear error for what it refuses.
 
 Results across ranks are checked with 2 ranks as 2 processes
-(distributed_ranks.py); ordering, handles and refusals with a 1-rank group in
+(simdev_ranks.py); ordering, handles and refusals with a 1-rank group in
 this process, created once per module."""
 
 import datetime
@@ -18,7 +18,7 @@ dist = pytest.importorskip("torch.distributed")
 import torch_simdev  # noqa: E402
 import torch_simdev.distributed as simdev_distributed  # noqa: E402
 
-from distributed_ranks import assert_all_passed, describe, run_ranks  # noqa: E402
+from simdev_ranks import assert_all_passed, describe, run_ranks  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not simdev_distributed.is_available(),
                                 reason="this torch has no torch.distributed")
