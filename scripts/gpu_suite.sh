@@ -17,7 +17,8 @@
 # compiled train step goes, bench/train_profile.py and
 # bench/multi_tensor_host.py; only when named), "attention" (cudadev's fused
 # attention tests and bench/attention.py), "attention_bench" (the latter
-# alone); unset, tests and bench.
+# alone), "distributed" (cudadev's collective backend tests and
+# bench/distributed.py, a compiled DDP step); unset, tests and bench.
 #
 # Every step writes its own log under $OUT and records its exit status in
 # $OUT/summary.txt; a failing step does not stop the later ones. The script
@@ -203,6 +204,12 @@ PYEOF
 # process, same cubin (bench/README.md).
 want bench && step bench_triton_launch 240 "$PY" "$ROOT/bench/triton_launch.py" \
   --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT"
+# torch.distributed on cudadev: its NCCL backend's tests, and a compiled DDP
+# step on cudadev vs cuda, world size 1 (bench/distributed.py).
+want distributed && step pytest_cudadev_distributed 180 "${PYTEST[@]}" \
+  "$ROOT/plugins/cudadev/tests/python/test_cudadev_distributed.py" --junitxml="$OUT/junit_cudadev_distributed.xml"
+{ want bench || want distributed; } && step bench_distributed 240 env TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PY" \
+  "$ROOT/bench/distributed.py" --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT"
 # GPU-marked devbridge tests (Triton, torch.compile, ...) run on cudadev.
 { want tests || want cudadev; } && step pytest_gpu 240 --no-tests-ok env DEVBRIDGE_TEST_PLUGIN=torch_cudadev \
   "${PYTEST[@]}" "$ROOT/tests/python" -m gpu --junitxml="$OUT/junit_gpu.xml"

@@ -13,6 +13,7 @@
 #include "allocator.h"
 #include "cuda_check.h"
 #include "device.h"
+#include "distributed.h"
 #include "graphs.h"
 #include "spin_kernel.h"
 #include "streams.h"
@@ -66,6 +67,7 @@ PYBIND11_MODULE(_C, m) {
     if (error) torch::translate_exception_to_python(error);
   });
 
+  bind_distributed(m);  // torch_cudadev._C._distributed (torch_cudadev/distributed.py)
   m.def("_device_count", [] { return static_cast<int>(device_count()); });
   m.def("_current_device", [] { return static_cast<int>(current_device()); });
   m.def("_set_device", [](int device) { set_device(static_cast<c10::DeviceIndex>(device)); });

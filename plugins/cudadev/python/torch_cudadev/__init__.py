@@ -51,6 +51,10 @@ if not hasattr(torch, _BACKEND_NAME):
     torch._register_device_module(_BACKEND_NAME, _device_module)
     torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
 
+from . import distributed as _distributed  # noqa: E402
+
+_distributed.register()  # the "cdnccl" collective backend for cudadev tensors
+
 
 def _install_devbridge() -> None:
     """Put devbridge's DLPack exchange table in place and declare cudadev's Triton

@@ -1,0 +1,124 @@
+"""A compiled DDP training step, cudadev vs cuda, world size 1 on one GPU
+(bench/README.md): the same model, weights and batch, each device's step
+sampled in turn in one process. cuda's group backend is NCCL; cudadev's is
+cudadev's own (cdnccl: NCCL on cudadev's current stream,
+plugins/cudadev/csrc/distributed.cpp). One default process group serves both
+("cuda:nccl,cudadev:cdnccl"), so the two DDP models differ only in their
+device. Model: a pre-norm transformer-style MLP block stack in bfloat16 (8
+blocks, 1024 wide, batch 16x256 tokens), AdamW, DDP's default buckets,
+torch.compile(DDP(model)). Row: the ratio cudadev/cuda, target <= 1.05.
+
+    TORCH_DEVICE_BACKEND_AUTOLOAD=0 python bench/distributed.py --machine h200 --results-dir bench/results
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import platform
+import statistics
+import sys
+import tempfile
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import compile as harness  # noqa: E402  (bench/compile.py: sampling, rows, tables, plots)
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
+
+TARGET = 1.05
+WIDTH, BLOCKS, BATCH = 1024, 8, (16, 256)
+
+
+class Block(torch.nn.Module):
+    def __init__(self, width: int):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(width)
+        self.up = torch.nn.Linear(width, 4 * width)
+        self.down = torch.nn.Linear(4 * width, width)
+
+    def forward(self, x):
+        return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
+
+
+class Stack(torch.nn.Module):
+    def __init__(self, width: int, blocks: int):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(Block(width) for _ in range(blocks))
+        self.head = torch.nn.Linear(width, width)
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def ddp_train_step(device: str):
+    torch.manual_seed(0)
+    model = Stack(WIDTH, BLOCKS).to(device=device, dtype=torch.bfloat16)
+    ddp = torch.compile(DDP(model, device_ids=[0]))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randn(*BATCH, WIDTH, generator=torch.Generator().manual_seed(1)).to(device=device,
+                                                                                   dtype=torch.bfloat16)
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        loss = ddp(x).float().square().mean()
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    return step
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--machine", default="h200")
+    parser.add_argument("--results-dir", type=pathlib.Path, default=HERE / "results")
+    parser.add_argument("--iterations", type=int, default=20, help="steps per sample")
+    parser.add_argument("--pairs", type=int, default=9, help="alternating cuda/cudadev samples")
+    args = parser.parse_args()
+    import devbridge
+    import triton
+
+    harness.load_plugin()
+    store = os.path.join(tempfile.mkdtemp(prefix="devbridge-bench-distributed-"), "store")
+    dist.init_process_group(backend="cuda:nccl,cudadev:cdnccl", init_method=f"file://{store}", rank=0,
+                            world_size=1, timeout=datetime.timedelta(seconds=120))
+    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "cpu": harness.cpu_model(), "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
+            "triton": triton.__version__, "python": platform.python_version(), "devbridge": devbridge.__version__,
+            "commit": harness.git_commit(), "iterations": args.iterations, "pairs": args.pairs,
+            "machine": args.machine, "parts": ["ddp"]}
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(harness.CACHE / "inductor"))
+    steps = {device: ddp_train_step(device) for device in ("cuda", "cudadev")}
+    losses = {device: float(step()) for device, step in steps.items()}
+    samples = harness.alternating_ms(steps, args.iterations, args.pairs)
+    label = f"compiled DDP train step, world size 1, {BLOCKS} MLP blocks {WIDTH} wide, bf16, AdamW"
+    rows = []
+    for device in steps:
+        rows.append(harness.row(f"{label}: on {device}", statistics.median(samples[device]), "ms/iter",
+                                group="ddp", device=device, samples=samples[device], model=label,
+                                series=f"torch.compile on {device}", first_loss=losses[device]))
+    summary = harness.ratio_summary(samples)
+    rows.append(harness.row(f"{label}: ratio cudadev/cuda", summary["median"], "ratio", target=f"<= {TARGET}",
+                            target_met=summary["median"] <= TARGET, spread=summary, group="ddp"))
+    rows = [{**row, "commit": meta["commit"]} for row in rows]
+    args.results_dir.mkdir(parents=True, exist_ok=True)
+    stem = args.results_dir / f"distributed_{args.machine}"
+    stem.with_suffix(".json").write_text(json.dumps({**meta, "rows": rows}, indent=1))
+    stem.with_suffix(".md").write_text(harness.table(rows, meta).replace(
+        "# torch.compile:", "# torch.distributed (DDP, world size 1), torch.compile:", 1))
+    harness.plot(rows, meta, stem.with_suffix(".png"))
+    print(stem.with_suffix(".md").read_text())
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

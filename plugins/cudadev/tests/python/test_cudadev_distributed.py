@@ -1,0 +1,93 @@
+"""cudadev's collective backend, cdnccl (torch_cudadev/distributed.py,
+csrc/distributed.cpp): NCCL on cudadev tensors, on cudadev's current stream.
+World size 1 on one GPU, in a process of its own (a process group is
+process-wide state). simdev's counterpart: plugins/simdev/tests/python/test_distributed.py."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.gpu
+
+SCRIPT = '''
+import datetime, os, sys, tempfile, time
+import torch
+import torch_cudadev
+import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
+
+
+store = os.path.join(tempfile.mkdtemp(), "store")
+dist.init_process_group(init_method=f"file://{store}", rank=0, world_size=1,
+                        device_id=torch.device("cudadev", 0), timeout=datetime.timedelta(seconds=60))
+assert dist.get_backend() == "cdnccl", dist.get_backend()
+dev = torch.device("cudadev", 0)
+
+# In stream order, with no host synchronization: the stream is held back by a
+# spin kernel; a PREMUL_SUM all_reduce (x * 0.5 with one rank) shows when it ran.
+x = torch.ones(1 << 20, device=dev)
+torch.cudadev.synchronize()
+torch.cudadev._sleep_on_current_stream(200)
+started = time.perf_counter()
+y = x * 3.0
+work = dist.all_reduce(y, op=dist._make_nccl_premul_sum(0.5), async_op=True)
+z = y + 1.0
+issued = time.perf_counter() - started
+assert not work.is_completed()
+work.wait()
+assert issued < 0.1, f"issuing took {issued:.3f} s: something synchronized the host"
+assert torch.equal(z.cpu(), torch.full((1 << 20,), 2.5)), z
+assert work.is_completed()
+future = work.get_future()
+assert future.wait()[0].device == dev
+
+# A side stream waits for the collective through its handle.
+side = torch.cudadev.Stream()
+torch.cudadev._sleep_on_current_stream(100)
+y = x * 2.0
+work = dist.all_reduce(y, op=dist._make_nccl_premul_sum(0.25), async_op=True)
+with torch.cudadev.stream(side):
+    work.wait()
+    w = y + 1.0
+side.synchronize()
+assert torch.equal(w.cpu(), torch.full((1 << 20,), 1.5))
+
+out = torch.empty(4, device=dev)
+dist.all_gather_into_tensor(out, torch.arange(4.0, device=dev))
+rs = torch.empty(4, device=dev)
+dist.reduce_scatter_tensor(rs, torch.arange(4.0, device=dev))
+assert out.cpu().tolist() == [0, 1, 2, 3] and rs.cpu().tolist() == [0, 1, 2, 3]
+dist.barrier()
+
+@torch.compile
+def step(t):
+    return funcol.all_reduce(t * 2, "sum", dist.group.WORLD).sin() + 1
+t = torch.arange(8.0, device=dev)
+assert torch.allclose(step(t).cpu(), (t.cpu() * 2).sin() + 1)
+
+# A compiled DDP training step equals the same step without DDP.
+from torch.nn.parallel import DistributedDataParallel as DDP
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.GELU(), torch.nn.Linear(64, 8)).to(dev)
+reference = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.GELU(), torch.nn.Linear(64, 8)).to(dev)
+reference.load_state_dict(model.state_dict())
+ddp = torch.compile(DDP(model, device_ids=[0]))
+batch = torch.randn(32, 64, device=dev)
+for net in (ddp, reference):
+    net(batch).square().mean().backward()
+for a, b in zip(model.parameters(), reference.parameters()):
+    assert torch.allclose(a.grad, b.grad, rtol=1e-4, atol=1e-6), (a.grad - b.grad).abs().max()
+dist.destroy_process_group()
+print("cdnccl ok")
+'''
+
+
+def test_nccl_collectives_on_cudadev_streams_world_size_one():
+    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(SCRIPT)], env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0 and "cdnccl ok" in result.stdout, result.stdout[-3000:] + result.stderr[-5000:]
