@@ -22,6 +22,9 @@ PrivateUse1 device, compiles it with the declared hardware's Triton compiler
                           has no fused kernel ("fallback"), for every call
                           ("always") or never ("off", the default)
                           (attention.py)
+  distributed.py          Inductor's estimates for collective-aware
+                          scheduling (overlap scheduling, compute/comm
+                          reordering) on the plugin device, armed by register()
 
 docs/torch-compile.md lists every torch attribute it touches and the torch
 versions checked; _torch_api.py holds each of those touches.
@@ -200,6 +203,9 @@ def register(device: str | None = None) -> str:
                            f"bound ({name!r} GEMM templates take {peer!r}'s configs under max-autotune)")
         how = _torch_api.register_benchmarker(name)
         patched.append(f"torch._inductor.runtime.benchmarking: {how}")
+        from . import distributed
+
+        patched += distributed.install(name, interface.is_available)
         from . import graph_capture
 
         patched += graph_capture.install(name)

@@ -72,6 +72,21 @@ Sources: torch/_dynamo/, torch/_inductor/ and torch/utils/_triton.py of pytorch
   sdpa     torch._inductor.config.pre_grad_custom_pass, custom_graph_pass.
            CustomGraphPass; torch.utils._python_dispatch.TorchDispatchMode,
            FakeTensor.fake_mode, the FX node meta "example_value" (Dynamo's)
+  distrib  distributed.py (collective-aware scheduling, 2.11, 2.13 and
+           2.14): torch._inductor.fx_passes.overlap_scheduling.
+           benchmark_node_with_cache_key (wrapped) and get_collective_do_bench
+           (replaced), patched when that module is first imported (a
+           sys.meta_path finder, as for Dynamo); comm_analysis.
+           estimate_nccl_collective_runtime_nccl_estimator (replaced, also
+           where scheduler binds it) and get_gpu_type (replaced),
+           NVIDIA_GPU_TYPE.AMPERE; BaseSchedulerNode.get_device; the FX node
+           meta "val" and all_input_nodes; torch.utils._pytree.tree_leaves;
+           runtime.benchmarking.benchmarker.benchmark(fn, device=) (the
+           timing entry above). Read, not touched: utils.get_gpu_dram_gbps
+           and torch.utils._runtime_estimation.get_transfer_time divide by
+           triton.testing.get_dram_gbps() of the active driver, whose memory
+           properties devbridge's driver reports (triton/hardware.py,
+           NOMINAL_MEMORY)
 """
 
 from __future__ import annotations

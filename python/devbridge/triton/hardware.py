@@ -17,6 +17,15 @@ imports it, and so do Inductor's compile workers, fresh Python processes):
                   "devbridge_kernel_runtime" capsule the plugin provides, or a
                   function returning that capsule, called when the driver
                   first needs the runtime (devbridge._kernel_runtimes)
+  memory_clock_khz, memory_bus_width
+                  optional: the device memory's clock (kHz) and bus width
+                  (bits), which Triton's device properties carry as
+                  mem_clock_rate and mem_bus_width and
+                  triton.testing.get_dram_gbps() turns into a bandwidth
+                  (clock * width * 2 / 8e6 GB/s); Inductor's runtime
+                  estimates (overlap scheduling, fusion regions) divide by
+                  it. Given together or not at all; without them the
+                  driver reports NOMINAL_MEMORY (1024 GB/s), never 0
 
 The target a kernel is compiled for is GPUTarget(<device name>, arch,
 warp_size) with arch and warp size read from the hardware through the
@@ -71,12 +80,31 @@ COMPILER_HOOKS = {
 }
 
 
+#: (mem_clock_rate in kHz, mem_bus_width in bits) the driver reports for a
+#: device whose declaration gives none: 1 GHz over 4096 bits, 1024 GB/s by
+#: triton.testing.get_dram_gbps(), an HBM-class accelerator. Only a finite,
+#: nonzero bandwidth matters: Inductor divides bytes by it to estimate a
+#: node's memory time (torch/utils/_runtime_estimation.py get_transfer_time),
+#: and a 0 there is a ZeroDivisionError (docs/torch-compile.md, distributed
+#: optimizations). A plugin that knows its memory declares it.
+NOMINAL_MEMORY = (1_000_000, 4096)
+
+
 @dataclass(frozen=True)
 class Hardware:
     device: str          # the plugin's device type name ("cudadev")
     compiler: str        # a KNOWN_COMPILERS key or "module:Class"
     kernel_runtime: Any  # a spec, a capsule or a function returning one (devbridge._kernel_runtimes)
     compiler_type: Any = field(default=None, compare=False, repr=False)  # the class, once known
+    memory_clock_khz: int | None = None  # declared memory clock (kHz), or None: NOMINAL_MEMORY
+    memory_bus_width: int | None = None  # declared memory bus width (bits), with the clock
+
+    def memory_properties(self) -> dict:
+        """Triton's device-property names for the memory: {"mem_clock_rate":
+        kHz, "mem_bus_width": bits}, the declared ones or NOMINAL_MEMORY."""
+        declared_memory = self.memory_clock_khz is not None
+        clock, width = (self.memory_clock_khz, self.memory_bus_width) if declared_memory else NOMINAL_MEMORY
+        return {"mem_clock_rate": clock, "mem_bus_width": width}
 
     def compiler_class(self):
         """(module path, class name, backend name the class compiles for)."""
@@ -119,11 +147,29 @@ _lock = threading.Lock()
 _declared: dict[str, Hardware] = {}
 
 
-def declare_hardware(device: str, *, compiler, kernel_runtime) -> Hardware:
+def _checked_memory(device: str, clock_khz, bus_width) -> tuple[int | None, int | None]:
+    if clock_khz is None and bus_width is None:
+        return None, None
+    given = {"memory_clock_khz": clock_khz, "memory_bus_width": bus_width}
+    for name, value in given.items():
+        if value is None:
+            raise ValueError(f"devbridge: declare_hardware('{device}', ...) got one of memory_clock_khz and "
+                             f"memory_bus_width without the other: give both (the memory's clock in kHz and "
+                             f"its bus width in bits) or neither")
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(f"devbridge: declare_hardware('{device}', ...): {name} must be a positive int, "
+                             f"got {value!r}")
+    return clock_khz, bus_width
+
+
+def declare_hardware(device: str, *, compiler, kernel_runtime, memory_clock_khz: int | None = None,
+                     memory_bus_width: int | None = None) -> Hardware:
     """Declare the hardware a plugin device runs on (see the module docstring).
     Declaring the same device again replaces the declaration. torch.compile
     then serves the device from Dynamo's first compile on
-    (devbridge.inductor.arm(), which devbridge.install() also calls)."""
+    (devbridge.inductor.arm(), which devbridge.install() also calls).
+    memory_clock_khz and memory_bus_width (optional, together) are what the
+    driver reports as the device's mem_clock_rate and mem_bus_width."""
     if not isinstance(device, str) or not device or ":" in device:
         raise ValueError(f"devbridge: declare_hardware needs the plugin's device type name (e.g. 'cudadev'), "
                          f"got {device!r}")
@@ -133,7 +179,8 @@ def declare_hardware(device: str, *, compiler, kernel_runtime) -> Hardware:
     # Only the type: the spec is resolved (and its runtime opened) by the
     # driver, when a kernel is first loaded.
     _kernel_runtimes.check_type(kernel_runtime)
-    hardware = Hardware(device, name, kernel_runtime, compiler_type)
+    clock_khz, bus_width = _checked_memory(device, memory_clock_khz, memory_bus_width)
+    hardware = Hardware(device, name, kernel_runtime, compiler_type, clock_khz, bus_width)
     with _lock:
         _declared[device] = hardware
     from ..inductor import arm  # cheap: imports nothing of torch's compiler

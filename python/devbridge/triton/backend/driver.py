@@ -81,12 +81,18 @@ class DevbridgeUtils:
         from devbridge import _C
 
         properties = dict(_C.kernel_runtime_device_properties(self._driver.kernel_runtime(), int(device)))
-        # The names Triton's testing helpers read; values the runtime cannot
-        # know are 0 (they only feed performance models).
+        # The names Triton's testing helpers read. The memory's clock and bus
+        # width are the declared hardware's, else a nominal 1024 GB/s
+        # (hardware.NOMINAL_MEMORY), never 0: Inductor divides by the
+        # bandwidth triton.testing.get_dram_gbps() makes of them. The SM clock
+        # stays 0 (torch asks nvidia-smi for it, on CUDA only).
         properties.setdefault("warpSize", properties["warp_size"])
         properties.setdefault("sm_clock_rate", 0)
-        properties.setdefault("mem_clock_rate", 0)
-        properties.setdefault("mem_bus_width", 0)
+        hardware = self._driver.hardware()
+        declared_memory = hardware.memory_clock_khz is not None
+        for name, value in hardware.memory_properties().items():
+            if declared_memory or not properties.get(name):
+                properties[name] = value
         return properties
 
 
