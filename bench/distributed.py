@@ -1,12 +1,13 @@
 """A compiled DDP training step, cudadev vs cuda, world size 1 on one GPU
-(bench/README.md): the same model, weights and batch, each device's step
-sampled in turn in one process. cuda's group backend is NCCL; cudadev's is
+(bench/README.md): the same model, weights and batch. As bench/compile.py's
+train steps, each device runs in a process of its own (autograd in one
+process serves one accelerator type), both alive for the whole run and
+sampled in turn. cuda's process group backend is NCCL; cudadev's is
 cudadev's own (cdnccl: NCCL on cudadev's current stream,
-plugins/cudadev/csrc/distributed.cpp). One default process group serves both
-("cuda:nccl,cudadev:cdnccl"), so the two DDP models differ only in their
-device. Model: a pre-norm transformer-style MLP block stack in bfloat16 (8
-blocks, 1024 wide, batch 16x256 tokens), AdamW, DDP's default buckets,
-torch.compile(DDP(model)). Row: the ratio cudadev/cuda, target <= 1.05.
+plugins/cudadev/csrc/distributed.cpp). Model: a stack of pre-norm MLP blocks
+in bfloat16 (8 blocks, 1024 wide, batch 16x256 tokens), AdamW,
+torch.compile(DDP(model)) with DDP's default buckets. Row: the ratio
+cudadev/cuda, target <= 1.05.
 
     TORCH_DEVICE_BACKEND_AUTOLOAD=0 python bench/distributed.py --machine h200 --results-dir bench/results
 """
@@ -58,7 +59,19 @@ class Stack(torch.nn.Module):
         return self.head(x)
 
 
-def ddp_train_step(device: str):
+BACKENDS = {"cuda": "nccl", "cudadev": "cdnccl"}
+MODEL = "ddp"
+
+
+def ddp_train_step(model_name: str, device: str):
+    """One device's compiled DDP train step, in the child process of
+    bench/compile.py's train_steps: (model, optimizer, step, input)."""
+    assert model_name == MODEL, model_name
+    if device != "cuda":
+        harness.load_plugin()
+    store = os.path.join(tempfile.mkdtemp(prefix="devbridge-bench-distributed-"), "store")
+    dist.init_process_group(backend=BACKENDS[device], init_method=f"file://{store}", rank=0, world_size=1,
+                            timeout=datetime.timedelta(seconds=120))
     torch.manual_seed(0)
     model = Stack(WIDTH, BLOCKS).to(device=device, dtype=torch.bfloat16)
     ddp = torch.compile(DDP(model, device_ids=[0]))
@@ -71,9 +84,9 @@ def ddp_train_step(device: str):
         loss = ddp(x).float().square().mean()
         loss.backward()
         optimizer.step()
-        return loss
+        return loss.detach()
 
-    return step
+    return ddp, optimizer, step, x
 
 
 def main() -> int:
@@ -82,29 +95,33 @@ def main() -> int:
     parser.add_argument("--results-dir", type=pathlib.Path, default=HERE / "results")
     parser.add_argument("--iterations", type=int, default=20, help="steps per sample")
     parser.add_argument("--pairs", type=int, default=9, help="alternating cuda/cudadev samples")
+    parser.add_argument("--child-train", choices=(MODEL,), help=argparse.SUPPRESS)
+    parser.add_argument("--child-device", help=argparse.SUPPRESS)
+    parser.add_argument("--child-cpu", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child_train:
+        harness.train_step_child(args.child_train, args.child_device, args.iterations, args.child_cpu,
+                                 make_step=ddp_train_step)
+        return 0
     import devbridge
     import triton
 
     harness.load_plugin()
-    store = os.path.join(tempfile.mkdtemp(prefix="devbridge-bench-distributed-"), "store")
-    dist.init_process_group(backend="cuda:nccl,cudadev:cdnccl", init_method=f"file://{store}", rank=0,
-                            world_size=1, timeout=datetime.timedelta(seconds=120))
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "cpu": harness.cpu_model(), "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
             "triton": triton.__version__, "python": platform.python_version(), "devbridge": devbridge.__version__,
             "commit": harness.git_commit(), "iterations": args.iterations, "pairs": args.pairs,
             "machine": args.machine, "parts": ["ddp"]}
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(harness.CACHE / "inductor"))
-    steps = {device: ddp_train_step(device) for device in ("cuda", "cudadev")}
-    losses = {device: float(step()) for device, step in steps.items()}
-    samples = harness.alternating_ms(steps, args.iterations, args.pairs)
+    results = harness.train_steps(MODEL, args.pairs, args.iterations, script=__file__)
+    samples = {device: results[device]["samples"] for device in results}
     label = f"compiled DDP train step, world size 1, {BLOCKS} MLP blocks {WIDTH} wide, bf16, AdamW"
     rows = []
-    for device in steps:
-        rows.append(harness.row(f"{label}: on {device}", statistics.median(samples[device]), "ms/iter",
-                                group="ddp", device=device, samples=samples[device], model=label,
-                                series=f"torch.compile on {device}", first_loss=losses[device]))
+    for device in results:
+        rows.append(harness.row(f"{label}: on {device}, a process of its own", statistics.median(samples[device]),
+                                "ms/iter", group="ddp", device=device, samples=samples[device], model=label,
+                                series=f"torch.compile on {device}", loss=results[device]["loss"],
+                                backend=BACKENDS[device]))
     summary = harness.ratio_summary(samples)
     rows.append(harness.row(f"{label}: ratio cudadev/cuda", summary["median"], "ratio", target=f"<= {TARGET}",
                             target_met=summary["median"] <= TARGET, spread=summary, group="ddp"))
@@ -116,7 +133,6 @@ def main() -> int:
         "# torch.compile:", "# torch.distributed (DDP, world size 1), torch.compile:", 1))
     harness.plot(rows, meta, stem.with_suffix(".png"))
     print(stem.with_suffix(".md").read_text())
-    dist.destroy_process_group()
     return 0
 
 

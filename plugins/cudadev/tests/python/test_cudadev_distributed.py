@@ -26,6 +26,9 @@ dist.init_process_group(init_method=f"file://{store}", rank=0, world_size=1,
                         device_id=torch.device("cudadev", 0), timeout=datetime.timedelta(seconds=60))
 assert dist.get_backend() == "cdnccl", dist.get_backend()
 dev = torch.device("cudadev", 0)
+warm_up = torch.ones(1, device=dev)
+dist.all_reduce(warm_up)  # the first collective makes NCCL's communicator (a host synchronization)
+torch.cudadev.synchronize()
 
 # In stream order, with no host synchronization: the stream is held back by a
 # spin kernel; a PREMUL_SUM all_reduce (x * 0.5 with one rank) shows when it ran.

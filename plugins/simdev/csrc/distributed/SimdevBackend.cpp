@@ -98,7 +98,8 @@ struct PremulSum {
   static PremulSum of(const c10d::ReduceOp& op, const char* what) {
     PremulSum premul;
     if (op.op_ != c10d::ReduceOp::PREMUL_SUM) return premul;
-    const auto* supplement = dynamic_cast<const c10d::PreMulSumSupplement*>(op.supplement_.get());
+    // NCCLPreMulSumSupplement: torch 2.11's name; 2.13 and 2.14 keep it as an alias of PreMulSumSupplement.
+    const auto* supplement = dynamic_cast<const c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
     TORCH_CHECK_VALUE(supplement != nullptr, what,
                       ": ReduceOp.PREMUL_SUM without its factor; make it with torch.distributed._make_nccl_premul_sum");
     premul.active = true;
