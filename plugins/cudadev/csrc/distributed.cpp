@@ -194,10 +194,16 @@ class CudadevNcclBackend : public c10d::Backend {
     auto work = allreduce(tensors, c10d::AllreduceOptions());
     c10::Event done(c10::DeviceType::PrivateUse1);
     done.record(current_stream(device));
-    {
-      py::gil_scoped_release no_gil;
+    // torch's bindings of the collectives release the GIL already; release it
+    // here only where a caller still holds it (releasing it twice aborts).
+    PyThreadState* saved = PyGILState_Check() ? PyEval_SaveThread() : nullptr;
+    try {
       done.synchronize();
+    } catch (...) {
+      if (saved != nullptr) PyEval_RestoreThread(saved);
+      throw;
     }
+    if (saved != nullptr) PyEval_RestoreThread(saved);
     return work;
   }
 
