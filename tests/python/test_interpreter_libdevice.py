@@ -614,3 +614,45 @@ def test_torch_compile_of_ops_calling_libdevice_matches_eager_on_cpu(inductor_fo
     for got, want in zip(*(v if isinstance(v, tuple) else (v,) for v in (compiled, expected))):
         assert got.device.type == "simdev"
         torch.testing.assert_close(got.cpu(), want, rtol=2e-5, atol=1e-6, equal_nan=True)
+
+
+class _RecordingScope:
+    """The set_attr/restore of an interpreted launch's patch scope, for target.patch()."""
+
+    def __init__(self):
+        self.saved = []
+
+    def set_attr(self, owner, name, value):
+        self.saved.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, value)
+
+    def restore(self):
+        for owner, name, value in reversed(self.saved):
+            setattr(owner, name, value)
+
+
+def test_a_kernel_compiled_while_a_launch_has_libdevice_patched_gets_its_usual_cache_key():
+    # The launch's replacements are process-wide: torch.compile computes a new
+    # kernel's cache key on the host thread while simdev's stream worker runs
+    # an interpreted kernel, and Triton's dependency finder refused the
+    # replacement ("Unsupported function referenced: <function _bound.<locals>.call>").
+    from triton.language.extra import libdevice
+
+    def make_kernel():
+        @triton.jit
+        def uses_libdevice(x_ptr, n, BLOCK: tl.constexpr):
+            offsets = tl.arange(0, BLOCK)
+            mask = offsets < n
+            tl.store(x_ptr + offsets, libdevice.erfcx(tl.load(x_ptr + offsets, mask=mask)), mask=mask)
+
+        return uses_libdevice
+
+    usual = make_kernel().cache_key
+    scope = _RecordingScope()
+    target.patch(scope)
+    try:
+        assert cuda_libdevice.erfcx.__qualname__ == "_bound.<locals>.call"  # the launch's replacement is in place
+        during_a_launch = make_kernel().cache_key
+    finally:
+        scope.restore()
+    assert during_a_launch == usual

@@ -112,4 +112,12 @@ def _bound(implementation, semantic):
         kwargs.pop("_semantic", None)
         return implementation(*args, _semantic=semantic, **kwargs)
 
+    # The replacement is visible to every thread while a launch runs. A
+    # kernel compiled on another thread meanwhile (torch.compile compiles a
+    # graph while simdev's stream worker interprets the previous one) has its
+    # cache key computed from the functions it references, and Triton's
+    # dependency finder skips builtins (the libdevice functions it replaces
+    # are builtins) but refuses other functions ("Unsupported function
+    # referenced"). Marked as the builtin it stands for: the same key, no error.
+    call.__triton_builtin__ = True
     return call
