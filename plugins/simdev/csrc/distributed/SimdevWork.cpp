@@ -24,6 +24,7 @@ SimdevWork::SimdevWork(int rank, c10d::OpType type, const char* profiling_title,
                        std::vector<at::Tensor> outputs, std::shared_ptr<CollectiveOutcome> outcome, Wait wait)
     : c10d::Work(rank, type, profiling_title),
       device_(device),
+      stream_(currentStream(device)),
       done_(c10::DeviceType::PrivateUse1),
       outputs_(std::move(outputs)),
       outcome_(std::move(outcome)),
@@ -32,7 +33,7 @@ SimdevWork::SimdevWork(int rank, c10d::OpType type, const char* profiling_title,
                                                        std::vector<c10::Device>{simdevDevice(device)})) {}
 
 void SimdevWork::issued() {
-  done_.record(currentStream(device_));
+  done_.record(stream_);
   // With devices, markCompleted records the future's own events on the
   // current stream (the collective's) and keeps the outputs' memory from
   // being reused before them (recordDataPtrOnStream).
@@ -56,6 +57,8 @@ void SimdevWork::synchronize() {
     GilReleasedIfHeld no_gil;  // the stream's work may need it (GilReleased.h)
     done_.synchronize();
   } else {
+    // A failed collective fails the waiting stream too (the runtime passes a
+    // failure on through the event, since simdev runtime 1.4).
     done_.block(currentStream(device_));
   }
   rethrowFailure();

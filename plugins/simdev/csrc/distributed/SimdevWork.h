@@ -16,7 +16,9 @@
 //                           stream worker.
 // A collective that fails reports Gloo's error at the next synchronization
 // of its stream (torch.AcceleratorError); exception() and a later wait()
-// report it as well once the stream has run past it.
+// report it as well once the stream has run past it. A stream that waits for
+// it (wait(), or an event recorded after it: FSDP2 runs collectives on side
+// streams) fails too, so the failure reaches the stream that uses the result.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -65,6 +67,7 @@ class SimdevWork : public c10d::Work {
   void rethrowFailure() const;
 
   c10::DeviceIndex device_;
+  c10::Stream stream_;  // the collective's
   c10::Event done_;
   std::vector<at::Tensor> outputs_;
   std::shared_ptr<CollectiveOutcome> outcome_;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "Error.h"
 #include "HandleTable.h"
@@ -23,6 +24,10 @@ struct Capture {
   // Written by the worker before it publishes completion under the stream's
   // mutex; read only after reached(seq) was observed, so no extra locking.
   Clock::time_point reached_at;
+  // The stream's unreported failure when the capture was reached (written and
+  // read as reached_at): a stream that waits for the event fails with it
+  // (since 1.4), as work that waits for failed work must not pass for done.
+  std::string failure;
 };
 
 struct Event {
@@ -105,6 +110,7 @@ SIMDEV_API sdError_t sdEventRecord(sdEvent_t event, sdStream_t stream) {
     std::lock_guard<std::mutex> lock(e->mutex);  // concurrent records: one wins whole
     capture->seq = s->enqueueUncapturable({false, [capture]() -> std::string {
                                               capture->reached_at = simdev::Clock::now();
+                                              capture->failure = capture->stream->unreportedFailure();
                                               return {};
                                             }},
                                             "sdEventRecord");
@@ -155,7 +161,9 @@ SIMDEV_API sdError_t sdStreamWaitEvent(sdStream_t stream, sdEvent_t event) {
     // form a cycle; the worker just blocks until the other stream passes it.
     s->enqueueUncapturable({false, [capture]() -> std::string {
                                capture->stream->waitFor(capture->seq);
-                               return {};
+                               if (capture->failure.empty()) return {};
+                               return "waited for an event recorded on " + capture->stream->describe() +
+                                      " after work that failed: " + capture->failure;
                              }},
                              "sdStreamWaitEvent");
   });

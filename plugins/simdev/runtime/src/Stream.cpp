@@ -223,6 +223,11 @@ std::string Stream::takeFailure() {
   return failure;
 }
 
+std::string Stream::unreportedFailure() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return failure_;
+}
+
 void Stream::reportFailure() {
   std::string failure = takeFailure();
   if (!failure.empty()) {

@@ -82,6 +82,8 @@ class Stream {
   bool idle();
   // The first unreported failure of queued work ("" if none), cleared.
   std::string takeFailure();
+  // The same, left in place (an event recorded after it carries it; Event.cpp).
+  std::string unreportedFailure();
   // Throws sdErrorLaunchFailure with the unreported failure, if any.
   void reportFailure();
   // True on this stream's own worker thread (inside its host fns/kernels).

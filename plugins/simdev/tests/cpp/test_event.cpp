@@ -239,6 +239,28 @@ TEST_F(EventTest, SynchronizeReportsTheStreamsFailure) {
   SD_ASSERT_OK(sdEventDestroy(event));
 }
 
+TEST_F(EventTest, AStreamWaitingForFailedWorkFailsToo) {
+  // Since 1.4: the failure travels with the event to the stream that waits.
+  sdStream_t producer = make_stream(0);
+  sdStream_t consumer = make_stream(0);
+  sdEvent_t event = make_event();
+  SD_ASSERT_OK(sdLaunchHostFunc(producer, [](void*) { return 5; }, nullptr));
+  SD_ASSERT_OK(sdEventRecord(event, producer));
+  SD_ASSERT_OK(sdStreamWaitEvent(consumer, event));
+  SD_EXPECT_ERROR(sdStreamSynchronize(consumer), sdErrorLaunchFailure,
+                  "waited for an event recorded on stream 0x");
+  SD_EXPECT_ERROR(sdStreamSynchronize(producer), sdErrorLaunchFailure, "host function");  // its own, still
+  // A failure reported before the event was recorded is not passed on.
+  SD_ASSERT_OK(sdLaunchHostFunc(producer, [](void*) { return 6; }, nullptr));
+  EXPECT_EQ(sdStreamSynchronize(producer), sdErrorLaunchFailure);
+  SD_ASSERT_OK(sdEventRecord(event, producer));
+  SD_ASSERT_OK(sdStreamWaitEvent(consumer, event));
+  SD_ASSERT_OK(sdStreamSynchronize(consumer));
+  SD_ASSERT_OK(sdStreamDestroy(producer));
+  SD_ASSERT_OK(sdStreamDestroy(consumer));
+  SD_ASSERT_OK(sdEventDestroy(event));
+}
+
 struct EventFromWorker {
   sdEvent_t before = nullptr, after = nullptr;
   sdError_t sync_before = sdErrorUnknown, sync_after = sdErrorUnknown;

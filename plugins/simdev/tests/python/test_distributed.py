@@ -155,6 +155,38 @@ def test_collectives_on_two_streams_reach_gloo_in_program_order(tmp_path):
     assert_all_passed(ranks)
 
 
+A_PEER_DIES_DURING_A_SIDE_STREAM_COLLECTIVE = '''
+init_group(timeout_s=10)
+x = torch.ones(1000, device=DEVICE)
+dist.all_reduce(x)
+torch.simdev.synchronize()
+if RANK == 1:
+    os._exit(3)
+import time
+time.sleep(0.5)
+# FSDP2's pattern: the collective on a side stream, the default stream waits
+# for it through an event. The failure must reach the default stream.
+side = torch.simdev.Stream()
+side.wait_stream(torch.simdev.current_stream())
+with torch.simdev.stream(side):
+    dist.all_reduce(x)
+torch.simdev.current_stream().wait_stream(side)
+try:
+    value = (x * 1).sum().item()
+except torch.AcceleratorError as error:
+    assert "sdgloo allreduce" in str(error) and "after work that failed" in str(error), error
+    print("raised")
+else:
+    raise AssertionError(f"the failed all_reduce went unnoticed: sum {value}")
+'''
+
+
+def test_a_failed_collective_on_a_side_stream_fails_the_stream_that_waits_for_it(tmp_path):
+    rank0, rank1 = run_ranks(A_PEER_DIES_DURING_A_SIDE_STREAM_COLLECTIVE, 2, tmp_path, deadline_s=60)
+    assert rank1.returncode == 3, describe([rank0, rank1])
+    assert "raised" in rank0.stdout, describe([rank0, rank1])
+
+
 # ---------------------------------------------------------------- 1 rank, in this process
 # With one rank most collectives leave their data as it is; a PREMUL_SUM
 # all_reduce multiplies it, so it shows when (in stream order) it ran.

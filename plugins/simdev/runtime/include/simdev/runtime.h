@@ -74,7 +74,7 @@ extern "C" {
 
 /*! \brief Runtime API version: bumped on every change of this header. */
 #define SIMDEV_RUNTIME_VERSION_MAJOR 1
-#define SIMDEV_RUNTIME_VERSION_MINOR 3
+#define SIMDEV_RUNTIME_VERSION_MINOR 4
 
 /*! \brief Error codes. Values are stable; new codes get new numbers. */
 typedef enum {
@@ -265,7 +265,11 @@ SIMDEV_API sdError_t sdStreamQuery(sdStream_t stream);
 /*! \brief Block until all queued work finished; reports (and clears) a sticky failure. */
 SIMDEV_API sdError_t sdStreamSynchronize(sdStream_t stream);
 /*! \brief Work queued on `stream` after this call waits until `event`'s current capture
- *  completes (any device). Returns at once; a never-recorded event is a no-op. */
+ *  completes (any device). Returns at once; a never-recorded event is a no-op.
+ *  Since 1.4: if work queued before the capture on its stream failed, and that
+ *  failure was not reported by then, `stream` fails too ("waited for an event
+ *  recorded on ... after work that failed: <cause>"), so that work waiting for
+ *  failed work reports the failure wherever it is synchronized. */
 SIMDEV_API sdError_t sdStreamWaitEvent(sdStream_t stream, sdEvent_t event);
 /*! \brief Queue `fn(user_data)` on `stream`. Captured like any work: a graph replays
  *  `fn(user_data)` each time, so `user_data` must stay valid while the graph lives. */
