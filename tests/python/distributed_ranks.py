@@ -314,6 +314,41 @@ def _failing_step(rank: int, world_size: int, params: dict) -> dict[str, Any]:
     save(result)
 
 
+# Inductor's distributed optimizations (off by default), as users turn them on
+# (test_inductor_distributed_gates.py runs them on the fake process group).
+INDUCTOR_PASSES = {
+    "overlap": {"aten_distributed_optimizations.enable_overlap_scheduling": True},
+    "reorder": {"reorder_for_compute_comm_overlap": True,
+                "reorder_for_compute_comm_overlap_passes": ["reorder_communication_preserving_peak_memory",
+                                                            "sink_waits_iterative",
+                                                            "reorder_communication_preserving_peak_memory"]},
+}
+
+
+def _compiled_collectives(rank: int, world_size: int, params: dict) -> dict[str, Any]:
+    """A data-parallel step written with functional collectives (in the graph,
+    unlike DDP's and FSDP2's), compiled with one of Inductor's distributed
+    optimizations (`params["passes"]`): its results and eager's, on this rank."""
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+    from torch._inductor import config
+
+    group = dist.group.WORLD
+
+    def step(x, w1, w2):
+        hidden = funcol.all_reduce(torch.relu(x @ w1 + 1.0), "sum", group)
+        out = hidden @ w2
+        return out, funcol.all_gather_tensor(out.sum(0), 0, group)
+
+    device = torch.device("simdev", 0)
+    generator = torch.Generator().manual_seed(rank)
+    inputs = [torch.randn(*shape, generator=generator).to(device) for shape in ((16, 32), (32, 24), (24, 8))]
+    eager = [t.cpu() for t in step(*inputs)]
+    with config.patch(INDUCTOR_PASSES[params["passes"]]):
+        compiled = [t.cpu() for t in torch.compile(step, fullgraph=True)(*inputs)]
+    return {"eager": eager, "compiled": compiled, **_compile_counters()}
+
+
 def _saver(rank: int) -> Callable[[dict], None]:
     directory = pathlib.Path(_CONFIG["directory"])
 
@@ -328,6 +363,7 @@ SCENARIOS: dict[str, Callable[[int, int, dict], dict | None]] = {
     "ddp": lambda rank, world, params: _compiled_training("ddp", rank, world, params),
     "fsdp2": lambda rank, world, params: _compiled_training("fsdp2", rank, world, params),
     "failing_step": _failing_step,
+    "compiled_collectives": _compiled_collectives,
 }
 
 _CONFIG: dict[str, Any] = {}

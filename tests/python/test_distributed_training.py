@@ -157,3 +157,23 @@ def test_after_a_failed_collective_the_group_refuses_the_next(failure_run, wrap)
     assert refusal, f"no refusal of the later all_reduce in rank 0's stderr\n{run.describe()}"
     # It names the earlier failure: the lost peer.
     assert PEER_GONE.search(refusal.group(1)), refusal.group(0)
+
+
+# ------------------------------------------------------------------------------------ collectives in the graph
+
+
+@pytest.mark.parametrize("passes", ["overlap", "reorder"])
+def test_functional_collectives_compiled_with_inductors_distributed_passes(tmp_path, passes):
+    """The collectives in the graph, scheduled by Inductor's overlap passes on
+    the plugin device (devbridge.inductor.distributed adapts their estimates),
+    run on sdgloo and give eager's results on every rank."""
+    run = ranks.launch("compiled_collectives", 2, tmp_path, deadline=TRAINING_DEADLINE, passes=passes)
+    assert all(r.returncode == 0 for r in run.ranks), run.describe()
+    for rank in range(2):
+        result = run.result(rank)
+        assert result["inductor"].get("async_compile_cache_miss", 0) + \
+            result["inductor"].get("async_compile_cache_hit", 0) >= 1, result["inductor"]
+        for compiled, eager in zip(result["compiled"], result["eager"]):
+            torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-4)
+    # The all-gather of the compiled step has every rank's rows, the same on both.
+    torch.testing.assert_close(run.result(0)["compiled"][1], run.result(1)["compiled"][1])

@@ -83,7 +83,8 @@ Not patched, because they do not fail on the plugin device:
   node_runtime_estimation.benchmark_collective_with_cuda_events
       (collective_estimator="benchmark", not the default): CUDA events around
       the plugin's collectives; it returns None for the fake process group,
-      so it cannot be exercised before the plugin has a c10d backend.
+      and has not been run on a plugin's real backend (simdev's sdgloo:
+      tests/python/test_distributed_training.py runs the default estimators).
 """
 
 from __future__ import annotations
