@@ -32,10 +32,10 @@ versions checked; _torch_api.py holds each of those touches.
 
 from __future__ import annotations
 
-import sys
 import threading
 import warnings
 
+from .after_import import call_after_import
 from .attention import sdpa_flex_attention  # noqa: F401
 from .convolution import cudnn_convolution_format, declare_convolution_format  # noqa: F401
 from .graph_capture import graph_capture_counts  # noqa: F401
@@ -321,35 +321,6 @@ def _register_when_compiling() -> None:
         _register_quietly()
 
 
-class _DynamoImportHook:
-    """A meta-path finder that, once torch._dynamo has been imported, has
-    Dynamo run register() when it starts compiling (before it traces the
-    first frame and caches its device handlers)."""
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname != "torch._dynamo":
-            return None
-        import importlib.util
-
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
-        if spec is None or spec.loader is None:
-            return spec
-        loader = spec.loader
-        exec_module = loader.exec_module
-
-        def exec_then_register(module):
-            exec_module(module)
-            # Not register() itself: Dynamo may be imported halfway through
-            # an Inductor module that register() imports again.
-            from . import _torch_api
-
-            _torch_api.on_compile_start(_register_when_compiling)
-
-        loader.exec_module = exec_then_register
-        return spec
-
-
 def arm() -> None:
     """register() at Dynamo's first compile. Called by devbridge.install();
     cheap, and imports nothing of torch's compiler."""
@@ -358,12 +329,15 @@ def arm() -> None:
         if _armed:
             return
         _armed = True
-    if "torch._dynamo" in sys.modules:
-        from . import _torch_api
+    call_after_import("torch._dynamo", _register_at_compile_start)
 
-        _torch_api.on_compile_start(_register_when_compiling)
-    else:
-        sys.meta_path.insert(0, _DynamoImportHook())
+
+def _register_at_compile_start(dynamo) -> None:
+    # Not register() itself: Dynamo may be imported halfway through an
+    # Inductor module that register() imports again.
+    from . import _torch_api
+
+    _torch_api.on_compile_start(_register_when_compiling)
 
 
 __all__ = ["arm", "patched_torch_apis", "register", "register_runtime", "registered", "sdpa_flex_attention"]

@@ -91,10 +91,10 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import sys
-import threading
 
 import torch
+
+from .after_import import call_after_import
 
 OVERLAP_SCHEDULING = "torch._inductor.fx_passes.overlap_scheduling"
 
@@ -206,39 +206,6 @@ def no_nvidia_smi_for(device: str, available) -> str:
 
 # ---------------------------------------------------------------- arming
 
-_lock = threading.Lock()
-_pending: dict[str, str] = {}  # overlap_scheduling not imported yet: the device to patch it for
-
-
-class _OverlapSchedulingImportHook:
-    """A meta-path finder that patches overlap_scheduling once it is imported
-    (Inductor imports it only when the pass runs; importing it at register()
-    would cost every process about 40 ms)."""
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname != OVERLAP_SCHEDULING:
-            return None
-        import importlib.util
-
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
-        if spec is None or spec.loader is None:
-            return spec
-        loader = spec.loader
-        exec_module = loader.exec_module
-
-        def exec_then_patch(module):
-            exec_module(module)
-            with _lock:
-                device = _pending.pop(fullname, None)
-            if device is not None:
-                time_compute_nodes_on(device, module)
-
-        loader.exec_module = exec_then_patch
-        return spec
-
-
 def install(device: str, available) -> list[str]:
     """Arm the three patches for `device`; returns what was patched, one line
     each (devbridge.inductor.patched_torch_apis())."""
@@ -249,21 +216,9 @@ def install(device: str, available) -> list[str]:
     no_nvidia_smi_for(device, available)
     patched.append("torch._inductor.comm_analysis.get_gpu_type: replaced (no nvidia-smi where torch.cuda is not "
                    f"available and {device!r} is)")
-    module = sys.modules.get(OVERLAP_SCHEDULING)
-    if module is not None:
-        time_compute_nodes_on(device, module)
-    else:
-        with _lock:
-            first = not _pending
-            _pending[OVERLAP_SCHEDULING] = device
-        if first:
-            sys.meta_path.insert(0, _OverlapSchedulingImportHook())
-        module = sys.modules.get(OVERLAP_SCHEDULING)  # imported meanwhile, by another thread
-        if module is not None:
-            with _lock:
-                pending = _pending.pop(OVERLAP_SCHEDULING, None)
-            if pending is not None:
-                time_compute_nodes_on(pending, module)
+    # Inductor imports overlap_scheduling only when the pass runs; importing it
+    # here would cost every process about 40 ms.
+    call_after_import(OVERLAP_SCHEDULING, functools.partial(time_compute_nodes_on, device))
     patched.append("torch._inductor.fx_passes.overlap_scheduling.{benchmark_node_with_cache_key, "
                    f"get_collective_do_bench}}: wrapped, replaced ({device!r} compute nodes timed on its stream)")
     return patched

@@ -239,6 +239,23 @@ c10::intrusive_ptr<c10d::Work> SimdevBackend::runOnHost(const Collective& collec
   return work;
 }
 
+c10::intrusive_ptr<c10d::Work> SimdevBackend::runToNested(
+    const char* what, c10d::OpType type, const std::vector<at::Tensor>& inputs, const Nested& outputs,
+    std::chrono::milliseconds timeout,
+    std::function<c10::intrusive_ptr<c10d::Work>(Nested&, std::vector<at::Tensor>&)> call) {
+  std::vector<size_t> sizes;
+  std::vector<at::Tensor> flat = flatten(outputs, &sizes);
+  std::vector<at::Tensor> operands = inputs;
+  operands.insert(operands.end(), flat.begin(), flat.end());
+  const size_t count = inputs.size();
+  return run({what, type, std::move(operands), flat, timeout},
+             [call = std::move(call), sizes, count](std::vector<at::Tensor>& aliases) {
+               std::vector<at::Tensor> in(aliases.begin(), aliases.begin() + count);
+               Nested out = unflatten(aliases, count, sizes);
+               return call(out, in);
+             });
+}
+
 // ---------------------------------------------------------------- collectives
 
 c10::intrusive_ptr<c10d::Work> SimdevBackend::broadcast(std::vector<at::Tensor>& tensors,
@@ -287,17 +304,8 @@ c10::intrusive_ptr<c10d::Work> SimdevBackend::reduce(std::vector<at::Tensor>& te
 
 c10::intrusive_ptr<c10d::Work> SimdevBackend::allgather(Nested& outputs, std::vector<at::Tensor>& inputs,
                                                         const c10d::AllgatherOptions& opts) {
-  std::vector<size_t> sizes;
-  std::vector<at::Tensor> flat = flatten(outputs, &sizes);
-  std::vector<at::Tensor> operands = inputs;
-  operands.insert(operands.end(), flat.begin(), flat.end());
-  const size_t count = inputs.size();
-  return run({"sdgloo allgather", c10d::OpType::ALLGATHER, std::move(operands), flat, timeoutOf(opts.timeout)},
-             [this, opts, sizes, count](std::vector<at::Tensor>& aliases) {
-               std::vector<at::Tensor> in(aliases.begin(), aliases.begin() + count);
-               Nested out = unflatten(aliases, count, sizes);
-               return gloo_->allgather(out, in, opts);
-             });
+  return runToNested("sdgloo allgather", c10d::OpType::ALLGATHER, inputs, outputs, timeoutOf(opts.timeout),
+                     [this, opts](Nested& out, std::vector<at::Tensor>& in) { return gloo_->allgather(out, in, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> SimdevBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -309,18 +317,10 @@ c10::intrusive_ptr<c10d::Work> SimdevBackend::_allgather_base(at::Tensor& output
 
 c10::intrusive_ptr<c10d::Work> SimdevBackend::allgather_coalesced(Nested& outputs, std::vector<at::Tensor>& inputs,
                                                                   const c10d::AllgatherOptions& opts) {
-  std::vector<size_t> sizes;
-  std::vector<at::Tensor> flat = flatten(outputs, &sizes);
-  std::vector<at::Tensor> operands = inputs;
-  operands.insert(operands.end(), flat.begin(), flat.end());
-  const size_t count = inputs.size();
-  return run({"sdgloo allgather_coalesced", c10d::OpType::ALLGATHER_COALESCED, std::move(operands), flat,
-              timeoutOf(opts.timeout)},
-             [this, opts, sizes, count](std::vector<at::Tensor>& aliases) {
-               std::vector<at::Tensor> in(aliases.begin(), aliases.begin() + count);
-               Nested out = unflatten(aliases, count, sizes);
-               return gloo_->allgather_coalesced(out, in, opts);
-             });
+  return runToNested("sdgloo allgather_coalesced", c10d::OpType::ALLGATHER_COALESCED, inputs, outputs,
+                     timeoutOf(opts.timeout), [this, opts](Nested& out, std::vector<at::Tensor>& in) {
+                       return gloo_->allgather_coalesced(out, in, opts);
+                     });
 }
 
 c10::intrusive_ptr<c10d::Work> SimdevBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
@@ -340,17 +340,8 @@ c10::intrusive_ptr<c10d::Work> SimdevBackend::allgather_into_tensor_coalesced(st
 
 c10::intrusive_ptr<c10d::Work> SimdevBackend::gather(Nested& outputs, std::vector<at::Tensor>& inputs,
                                                      const c10d::GatherOptions& opts) {
-  std::vector<size_t> sizes;
-  std::vector<at::Tensor> flat = flatten(outputs, &sizes);
-  std::vector<at::Tensor> operands = inputs;
-  operands.insert(operands.end(), flat.begin(), flat.end());
-  const size_t count = inputs.size();
-  return run({"sdgloo gather", c10d::OpType::GATHER, std::move(operands), flat, timeoutOf(opts.timeout)},
-             [this, opts, sizes, count](std::vector<at::Tensor>& aliases) {
-               std::vector<at::Tensor> in(aliases.begin(), aliases.begin() + count);
-               Nested out = unflatten(aliases, count, sizes);
-               return gloo_->gather(out, in, opts);
-             });
+  return runToNested("sdgloo gather", c10d::OpType::GATHER, inputs, outputs, timeoutOf(opts.timeout),
+                     [this, opts](Nested& out, std::vector<at::Tensor>& in) { return gloo_->gather(out, in, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> SimdevBackend::scatter(std::vector<at::Tensor>& outputs, Nested& inputs,

@@ -113,6 +113,13 @@ class SimdevBackend : public c10d::Backend {
   };
 
   c10::intrusive_ptr<c10d::Work> run(Collective collective, GlooCall call);
+  // run() for the collectives that gather into lists of output lists
+  // (allgather, allgather_coalesced, gather): `call` gets them rebuilt from the aliases.
+  c10::intrusive_ptr<c10d::Work> runToNested(
+      const char* what, c10d::OpType type, const std::vector<at::Tensor>& inputs,
+      const std::vector<std::vector<at::Tensor>>& outputs, std::chrono::milliseconds timeout,
+      std::function<c10::intrusive_ptr<c10d::Work>(std::vector<std::vector<at::Tensor>>&, std::vector<at::Tensor>&)>
+          call);
   c10::intrusive_ptr<c10d::Work> runOnHost(const Collective& collective, GlooCall call);
   // On the stream's worker: the turn, the Gloo call, Gloo's result.
   void runInTurn(const char* what, std::chrono::milliseconds timeout, uint64_t ticket, const GlooCall& call,

@@ -18,6 +18,8 @@ NCCL. Gloo's timeout is the group's (``init_process_group(timeout=...)``).
 from __future__ import annotations
 
 import datetime
+import functools
+import inspect
 
 import torch
 
@@ -55,3 +57,35 @@ def register() -> None:
     if BACKEND_NAME in Backend.backend_list:
         return
     Backend.register_backend(BACKEND_NAME, _create_backend, extended_api=True, devices=DEVICES)
+    _name_the_default_backend_custom()
+
+
+def _name_the_default_backend_custom() -> None:
+    """torch 2.11 and 2.13: ``init_process_group()`` without a backend sets the
+    group's default backend type to Gloo's although the only backend it made
+    is sdgloo (a custom one), so ``group.name()`` says "gloo" and every
+    collective warns "No backend of type 1 found". torch 2.14 decides it from the backend config
+    (``_get_default_backend_type_for_backend_config``, pytorch#179901); on
+    2.11 and 2.13 the group is given the custom type after it is made, when
+    sdgloo is all its backend config holds (distributed_c10d's private
+    ``_new_process_group_helper``, checked on 2.11 and 2.13)."""
+    from torch.distributed import distributed_c10d
+
+    if hasattr(distributed_c10d, "_get_default_backend_type_for_backend_config"):
+        return  # 2.14 and later: right already
+    helper = distributed_c10d._new_process_group_helper
+    if getattr(helper, "_sdgloo_default_backend", False):
+        return
+    signature = inspect.signature(helper)
+
+    @functools.wraps(helper)
+    def new_process_group_helper(*args, **kwargs):
+        pg, store = helper(*args, **kwargs)
+        backend = signature.bind(*args, **kwargs).arguments.get("backend")
+        backends = set(distributed_c10d.BackendConfig(backend).get_device_backend_map().values())
+        if backends == {BACKEND_NAME}:
+            pg._set_default_backend(distributed_c10d.ProcessGroup.BackendType.CUSTOM)
+        return pg, store
+
+    new_process_group_helper._sdgloo_default_backend = True
+    distributed_c10d._new_process_group_helper = new_process_group_helper

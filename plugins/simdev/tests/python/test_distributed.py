@@ -187,6 +187,24 @@ def test_a_failed_collective_on_a_side_stream_fails_the_stream_that_waits_for_it
     assert "raised" in rank0.stdout, describe([rank0, rank1])
 
 
+def test_a_bare_init_process_group_makes_an_sdgloo_group_that_says_so(tmp_path):
+    # torch 2.11 and 2.13 set such a group's default backend type to Gloo's
+    # (torch_simdev.distributed._name_the_default_backend_custom).
+    ranks = run_ranks('''
+dist.init_process_group(init_method="file://" + os.environ["STORE"], rank=0, world_size=1)
+group = dist.group.WORLD
+assert group._get_backend(DEVICE).name() == "sdgloo"
+assert group.name() != "gloo", group.name()
+x = torch.ones(2, device=DEVICE)
+dist.all_reduce(x)
+assert x.cpu().tolist() == [1.0, 1.0]
+dist.destroy_process_group()
+print("ok")
+''', 1, tmp_path)
+    assert_all_passed(ranks)
+    assert "No backend of type" not in ranks[0].stderr, ranks[0].stderr
+
+
 # ---------------------------------------------------------------- 1 rank, in this process
 # With one rank most collectives leave their data as it is; a PREMUL_SUM
 # all_reduce multiplies it, so it shows when (in stream order) it ran.
