@@ -193,6 +193,61 @@ def test_a_warm_start_restores_plugin_kernels_from_their_binaries_without_compil
     assert restored >= 1 and loaded >= restored
 
 
+GRAPH_CACHE_SCRIPT = textwrap.dedent("""
+    import torch
+    from torch._dynamo.utils import counters
+
+    torch.manual_seed(0)
+    cpu1, cpu2 = torch.nn.Linear(32, 32), torch.nn.Linear(32, 32)
+    x = torch.randn(4, 6, 32)
+    lin1, lin2 = torch.nn.Linear(32, 32).to("simdev"), torch.nn.Linear(32, 32).to("simdev")
+    lin1.load_state_dict(cpu1.state_dict())
+    lin2.load_state_dict(cpu2.state_dict())
+
+    def f(t, m):
+        return torch.nn.functional.gelu(m(t))
+
+    g = torch.compile(f)
+    # The second call recompiles (another module) with the kernels the first
+    # one ran: their JITFunctions go into the FX graph cache after a launch.
+    out = g(g(x.to("simdev"), lin1), lin2)
+    out.sum().backward()
+    expected = f(f(x, cpu1), cpu2)
+    expected.sum().backward()
+    torch.testing.assert_close(out.cpu(), expected, atol=1e-5, rtol=1e-5)
+    for mine, theirs in ((lin1, cpu1), (lin2, cpu2)):
+        for p, q in zip(mine.parameters(), theirs.parameters()):
+            torch.testing.assert_close(p.grad.cpu(), q.grad, atol=1e-5, rtol=1e-5)
+    inductor = counters["inductor"]
+    print("RESULT", inductor["fxgraph_cache_pickle_error"], inductor["fxgraph_cache_miss"], inductor["fxgraph_cache_hit"])
+""")
+
+
+def test_graphs_whose_kernels_already_ran_are_saved_to_the_fx_graph_cache(tmp_path):
+    """The interpreter target caches a kernel's rewritten Python function on
+    its JITFunction; Inductor pickles that JITFunction with the graph (a
+    static launch), and pickle refused the function ("Can't pickle <function
+    triton_poi_...>: it's not the same object as ...compile_tasks...."), so
+    such graphs were never cached. Saved now: a second process with the same
+    caches takes every graph, forward and backward, from the cache and
+    computes what eager CPU does."""
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"), TRITON_CACHE_DIR=str(tmp_path / "t"),
+               TORCHINDUCTOR_COMPILE_THREADS="1")
+    script = tmp_path / "graph_cache.py"
+    script.write_text(GRAPH_CACHE_SCRIPT)
+
+    def run_once():
+        done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
+        assert "Can't pickle" not in done.stderr, done.stderr[-6000:]
+        return [int(v) for v in done.stdout.split("RESULT")[-1].split()]
+
+    pickle_errors, misses, hits = run_once()
+    assert pickle_errors == 0 and misses >= 2 and hits == 0
+    pickle_errors, misses, hits = run_once()
+    assert pickle_errors == 0 and hits >= 2 and misses == 0, "the warm start compiled graphs again"
+
+
 # ------------------------------------------------------------- exit
 
 def test_a_process_exiting_with_compiled_kernels_still_queued_exits_cleanly(tmp_path):

@@ -28,7 +28,21 @@ import threading
 from . import _triton_api
 
 _lock = threading.Lock()
-_ATTRIBUTE = "_devbridge_rewritten"  # on the JITFunction: {source sha256: rewritten function}
+_ATTRIBUTE = "_devbridge_rewritten"  # on the JITFunction: a _Rewritten cache
+
+
+class _Rewritten(dict):
+    """{source sha256: rewritten function}, cached on a JITFunction. It pickles
+    (and copies) empty: its functions are exec'd here, named like the kernel's
+    own Python function (module.qualname), which pickle, storing functions by
+    reference, finds to be another object. Inductor pickles JITFunctions (the
+    statically launched CachingAutotuners of its FX graph cache), so a graph
+    whose kernels had run before was not cached ("Can't pickle <function triton_...>:
+    it's not the same object as torch._inductor.runtime.compile_tasks....").
+    A loaded JITFunction rewrites its source again when first run."""
+
+    def __reduce__(self):
+        return (_Rewritten, ())
 
 
 def _first_line(jit_fn) -> int:
@@ -61,7 +75,7 @@ def rewritten(jit_fn, source: str | None = None, *, fresh: bool = False):
         source = jit_fn.src
     key = hashlib.sha256(source.encode()).hexdigest()
     with _lock:
-        cache = jit_fn.__dict__.setdefault(_ATTRIBUTE, {})
+        cache = jit_fn.__dict__.setdefault(_ATTRIBUTE, _Rewritten())
         fn = None if fresh else cache.get(key)
     if fn is not None:
         return fn
