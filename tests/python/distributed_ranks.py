@@ -67,6 +67,23 @@ class Net(torch.nn.Module):
         return self.head(F.gelu(self.norm(h)))
 
 
+class MLP(torch.nn.Module):
+    """Two layers, for tensor parallelism: `up` split by columns, `down` by rows."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.Linear(IN_FEATURES, WIDTH)
+        self.down = torch.nn.Linear(WIDTH, OUT_FEATURES)
+
+    def forward(self, x):
+        return self.down(F.gelu(self.up(x)))
+
+
+def make_mlp() -> MLP:
+    torch.manual_seed(2)
+    return MLP()
+
+
 def make_model() -> Net:
     """The same initial parameters in every process (CPU, float32)."""
     torch.manual_seed(0)
@@ -349,6 +366,25 @@ def _compiled_collectives(rank: int, world_size: int, params: dict) -> dict[str,
     return {"eager": eager, "compiled": compiled, **_compile_counters()}
 
 
+def _tensor_parallel(rank: int, world_size: int, params: dict) -> dict[str, Any]:
+    """Tensor parallelism (DTensor): a DTensor redistributed across the ranks,
+    and a two-layer MLP split column-wise then row-wise
+    (torch.distributed.tensor.parallel), compiled: its output, for the test to
+    compare with the unsplit model."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    device = torch.device("simdev", 0)
+    mesh = init_device_mesh("simdev", (world_size,))
+    x, _ = global_batch()
+    gathered = distribute_tensor(x.to(device), mesh, [Shard(0)]).redistribute(mesh, [Replicate()]).to_local()
+    model = make_mlp()
+    parallelize_module(model.to(device), mesh, {"up": ColwiseParallel(), "down": RowwiseParallel()})
+    out = torch.compile(model)(x.to(device))
+    return {"gathered": gathered.cpu(), "out": out.cpu(), **_compile_counters()}
+
+
 def _saver(rank: int) -> Callable[[dict], None]:
     directory = pathlib.Path(_CONFIG["directory"])
 
@@ -364,6 +400,7 @@ SCENARIOS: dict[str, Callable[[int, int, dict], dict | None]] = {
     "fsdp2": lambda rank, world, params: _compiled_training("fsdp2", rank, world, params),
     "failing_step": _failing_step,
     "compiled_collectives": _compiled_collectives,
+    "tensor_parallel": _tensor_parallel,
 }
 
 _CONFIG: dict[str, Any] = {}
