@@ -171,3 +171,27 @@ def test_without_a_delay_knob_the_synchronize_check_names_the_hook(simdev_withou
     result = run_one(entry("device.synchronize"), simdev_without_delay_knob)
     assert result.status == "pass", result
     assert HOOK in result.detail, result.detail
+
+
+@needs_simdev
+def test_the_distributed_check_finds_simdevs_backend_and_fsdp2_names():
+    from devbridge.check.plugin import load_backend
+
+    result = run_one(entry("distributed"), load_backend(None))
+    assert result.status == "pass", result
+    assert result.detail == "'sdgloo' for simdev tensors; torch.simdev has FSDP2's device names"
+
+
+@needs_simdev
+def test_the_distributed_check_names_the_device_module_names_fsdp2_lacks(simdev_without_delay_knob):
+    result = run_one(entry("distributed"), simdev_without_delay_knob)
+    assert result.status == "fail", result
+    assert result.detail.startswith("'sdgloo' serves 'simdev', but torch.simdev lacks Stream, Event, stream, "
+                                    "current_stream, current_device, set_device, device_count, is_available"), result
+    assert "docs/distributed.md" in result.fix
+
+
+def test_the_distributed_check_skips_a_device_without_a_collective_backend():
+    result = run_one(entry("distributed"), FAKE)
+    assert result.status == "skip", result
+    assert result.detail.startswith("optional: no collective backend is registered for 'fakedev'"), result.detail

@@ -15,6 +15,7 @@ from . import backend_checks  # noqa: F401,E402  (registration side effect)
 from . import dlpack_checks  # noqa: F401,E402
 from . import triton_checks  # noqa: F401,E402
 from . import compile_checks  # noqa: F401,E402
+from . import distributed_checks  # noqa: F401,E402
 
 __all__ = ["CheckResult", "run_checks", "run_check_command"]
 
