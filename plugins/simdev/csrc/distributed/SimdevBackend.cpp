@@ -87,15 +87,15 @@ Nested unflatten(const std::vector<at::Tensor>& flat, size_t offset, const std::
 // ReduceOp.PREMUL_SUM (FSDP2 uses it for a custom gradient divide factor)
 // is a multiplication by a factor, then a sum. Gloo refuses it
 // (ProcessGroupGlooDetail.hpp), so the inputs are multiplied here. The
-// factor is a number or a one-element tensor, which then travels as the
-// last operand of the collective.
+// factor is a number or a one-element tensor; a tensor travels as the last
+// operand of the collective (made from `operands` by of()), so the stream
+// work reads it in stream order and never holds the tensor itself.
 struct PremulSum {
   bool active = false;
   bool factor_is_operand = false;
   double factor = 1.0;
-  at::Tensor factor_tensor;  // only at issue, never captured by the stream work
 
-  static PremulSum of(const c10d::ReduceOp& op, const char* what) {
+  static PremulSum of(const c10d::ReduceOp& op, const char* what, std::vector<at::Tensor>* operands) {
     PremulSum premul;
     if (op.op_ != c10d::ReduceOp::PREMUL_SUM) return premul;
     // NCCLPreMulSumSupplement: torch 2.11's name; 2.13 and 2.14 keep it as an alias of PreMulSumSupplement.
@@ -105,7 +105,7 @@ struct PremulSum {
     premul.active = true;
     if (supplement->tensor_factor.defined()) {
       premul.factor_is_operand = true;
-      premul.factor_tensor = supplement->tensor_factor;
+      operands->push_back(supplement->tensor_factor);
     } else {
       premul.factor = supplement->double_factor;
     }
@@ -267,10 +267,8 @@ c10::intrusive_ptr<c10d::Work> SimdevBackend::broadcast(std::vector<at::Tensor>&
 c10::intrusive_ptr<c10d::Work> SimdevBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                         const c10d::AllreduceOptions& opts) {
   constexpr const char* what = "sdgloo allreduce";
-  PremulSum premul = PremulSum::of(opts.reduceOp, what);
   std::vector<at::Tensor> operands = tensors;
-  if (premul.factor_is_operand) operands.push_back(premul.factor_tensor);
-  premul.factor_tensor = at::Tensor();
+  const PremulSum premul = PremulSum::of(opts.reduceOp, what, &operands);
   const size_t count = tensors.size();
   Collective collective{what, c10d::OpType::ALLREDUCE, std::move(operands), tensors, timeoutOf(opts.timeout)};
   return run(std::move(collective), [this, opts, premul, count](std::vector<at::Tensor>& aliases) {
@@ -362,13 +360,11 @@ c10::intrusive_ptr<c10d::Work> SimdevBackend::scatter(std::vector<at::Tensor>& o
 c10::intrusive_ptr<c10d::Work> SimdevBackend::reduce_scatter(std::vector<at::Tensor>& outputs, Nested& inputs,
                                                              const c10d::ReduceScatterOptions& opts) {
   constexpr const char* what = "sdgloo reduce_scatter";
-  PremulSum premul = PremulSum::of(opts.reduceOp, what);
   std::vector<size_t> sizes;
   std::vector<at::Tensor> operands = outputs;
   std::vector<at::Tensor> flat = flatten(inputs, &sizes);
   operands.insert(operands.end(), flat.begin(), flat.end());
-  if (premul.factor_is_operand) operands.push_back(premul.factor_tensor);
-  premul.factor_tensor = at::Tensor();
+  const PremulSum premul = PremulSum::of(opts.reduceOp, what, &operands);
   const size_t count = outputs.size();
   return run({what, c10d::OpType::REDUCE_SCATTER, std::move(operands), outputs, timeoutOf(opts.timeout)},
              [this, opts, premul, sizes, count](std::vector<at::Tensor>& aliases) {
@@ -388,10 +384,8 @@ c10::intrusive_ptr<c10d::Work> SimdevBackend::reduce_scatter(std::vector<at::Ten
 c10::intrusive_ptr<c10d::Work> SimdevBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                    const c10d::ReduceScatterOptions& opts) {
   constexpr const char* what = "sdgloo _reduce_scatter_base";
-  PremulSum premul = PremulSum::of(opts.reduceOp, what);
   std::vector<at::Tensor> operands{input, output};
-  if (premul.factor_is_operand) operands.push_back(premul.factor_tensor);
-  premul.factor_tensor = at::Tensor();
+  const PremulSum premul = PremulSum::of(opts.reduceOp, what, &operands);
   return run({what, c10d::OpType::_REDUCE_SCATTER_BASE, std::move(operands), {output}, timeoutOf(opts.timeout)},
              [this, opts, premul](std::vector<at::Tensor>& aliases) {
                at::Tensor in = aliases[0];
@@ -407,11 +401,9 @@ c10::intrusive_ptr<c10d::Work> SimdevBackend::_reduce_scatter_base(at::Tensor& o
 c10::intrusive_ptr<c10d::Work> SimdevBackend::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& opts) {
   constexpr const char* what = "sdgloo reduce_scatter_tensor_coalesced";
-  PremulSum premul = PremulSum::of(opts.reduceOp, what);
   std::vector<at::Tensor> operands = inputs;
   operands.insert(operands.end(), outputs.begin(), outputs.end());
-  if (premul.factor_is_operand) operands.push_back(premul.factor_tensor);
-  premul.factor_tensor = at::Tensor();
+  const PremulSum premul = PremulSum::of(opts.reduceOp, what, &operands);
   const size_t count = inputs.size();
   return run({what, c10d::OpType::COALESCED, std::move(operands), outputs, timeoutOf(opts.timeout)},
              [this, opts, premul, count](std::vector<at::Tensor>& aliases) {
