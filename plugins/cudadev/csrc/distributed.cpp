@@ -59,6 +59,17 @@ class CudadevWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
+// The options of an NCCL call on cudadev's current stream: asyncOp=false makes
+// ProcessGroupNCCL launch on CUDA's current stream (made cudadev's by run())
+// instead of its own side stream, so the collective is in stream order with
+// no event, no side stream and no recordStream.
+template <class Options>
+Options onCurrentStream(const Options& opts) {
+  Options options = opts;
+  options.asyncOp = false;
+  return options;
+}
+
 c10::DeviceIndex common_device(const char* what, const std::vector<at::Tensor>& tensors) {
   std::optional<c10::Device> first;
   for (const at::Tensor& tensor : tensors) {
@@ -84,25 +95,19 @@ class CudadevNcclBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override {
     return run("cdnccl broadcast", c10d::OpType::BROADCAST, tensors, tensors, [&](auto& a) {
-      c10d::BroadcastOptions o = opts;
-      o.asyncOp = false;
-      return nccl_->broadcast(a, o);
+      return nccl_->broadcast(a, onCurrentStream(opts));
     });
   }
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override {
     return run("cdnccl allreduce", c10d::OpType::ALLREDUCE, tensors, tensors, [&](auto& a) {
-      c10d::AllreduceOptions o = opts;
-      o.asyncOp = false;
-      return nccl_->allreduce(a, o);
+      return nccl_->allreduce(a, onCurrentStream(opts));
     });
   }
   c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                      const c10d::AllreduceCoalescedOptions& opts) override {
     return run("cdnccl allreduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, tensors, tensors, [&](auto& a) {
-      c10d::AllreduceCoalescedOptions o = opts;
-      o.asyncOp = false;
-      return nccl_->allreduce_coalesced(a, o);
+      return nccl_->allreduce_coalesced(a, onCurrentStream(opts));
     });
   }
   c10::intrusive_ptr<c10d::Work> allgather(Nested& outputs, std::vector<at::Tensor>& inputs,
@@ -124,17 +129,13 @@ class CudadevNcclBackend : public c10d::Backend {
         out.emplace_back(a.begin() + offset, a.begin() + offset + size);
         offset += size;
       }
-      c10d::AllgatherOptions o = opts;
-      o.asyncOp = false;
-      return nccl_->allgather(out, in, o);
+      return nccl_->allgather(out, in, onCurrentStream(opts));
     });
   }
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts) override {
     return run("cdnccl _allgather_base", c10d::OpType::_ALLGATHER_BASE, {input, output}, {output}, [&](auto& a) {
-      c10d::AllgatherOptions o = opts;
-      o.asyncOp = false;
-      return nccl_->_allgather_base(a[1], a[0], o);
+      return nccl_->_allgather_base(a[1], a[0], onCurrentStream(opts));
     });
   }
   c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
@@ -146,18 +147,14 @@ class CudadevNcclBackend : public c10d::Backend {
     return run("cdnccl allgather_into_tensor_coalesced", c10d::OpType::COALESCED, operands, outputs, [&](auto& a) {
       std::vector<at::Tensor> in(a.begin(), a.begin() + count);
       std::vector<at::Tensor> out(a.begin() + count, a.end());
-      c10d::AllgatherOptions o = opts;
-      o.asyncOp = false;
-      return nccl_->allgather_into_tensor_coalesced(out, in, o);
+      return nccl_->allgather_into_tensor_coalesced(out, in, onCurrentStream(opts));
     });
   }
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                       const c10d::ReduceScatterOptions& opts) override {
     return run("cdnccl _reduce_scatter_base", c10d::OpType::_REDUCE_SCATTER_BASE, {input, output}, {output},
                [&](auto& a) {
-                 c10d::ReduceScatterOptions o = opts;
-                 o.asyncOp = false;
-                 return nccl_->_reduce_scatter_base(a[1], a[0], o);
+                 return nccl_->_reduce_scatter_base(a[1], a[0], onCurrentStream(opts));
                });
   }
   c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
@@ -169,9 +166,7 @@ class CudadevNcclBackend : public c10d::Backend {
     return run("cdnccl reduce_scatter_tensor_coalesced", c10d::OpType::COALESCED, operands, outputs, [&](auto& a) {
       std::vector<at::Tensor> in(a.begin(), a.begin() + count);
       std::vector<at::Tensor> out(a.begin() + count, a.end());
-      c10d::ReduceScatterOptions o = opts;
-      o.asyncOp = false;
-      return nccl_->reduce_scatter_tensor_coalesced(out, in, o);
+      return nccl_->reduce_scatter_tensor_coalesced(out, in, onCurrentStream(opts));
     });
   }
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
@@ -179,9 +174,7 @@ class CudadevNcclBackend : public c10d::Backend {
                                                std::vector<int64_t>& input_split_sizes,
                                                const c10d::AllToAllOptions& opts) override {
     return run("cdnccl alltoall_base", c10d::OpType::ALLTOALL_BASE, {input, output}, {output}, [&](auto& a) {
-      c10d::AllToAllOptions o = opts;
-      o.asyncOp = false;
-      return nccl_->alltoall_base(a[1], a[0], output_split_sizes, input_split_sizes, o);
+      return nccl_->alltoall_base(a[1], a[0], output_split_sizes, input_split_sizes, onCurrentStream(opts));
     });
   }
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override {
