@@ -170,25 +170,34 @@ WARM_START_SCRIPT = textwrap.dedent("""
 """)
 
 
+def _a_process_with_the_caches_of(tmp_path, script_text: str):
+    """A function that runs `script_text` in a fresh process with the Inductor
+    and Triton caches under `tmp_path` (the same for every call: the second
+    call is a warm start) and returns the numbers the script printed after
+    "RESULT", and its stderr."""
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"), TRITON_CACHE_DIR=str(tmp_path / "t"),
+               TORCHINDUCTOR_COMPILE_THREADS="1")
+    script = tmp_path / "script.py"
+    script.write_text(script_text)
+
+    def run_once() -> tuple[list[int], str]:
+        done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
+        return [int(v) for v in done.stdout.split("RESULT")[-1].split()], done.stderr
+
+    return run_once
+
+
 def test_a_warm_start_restores_plugin_kernels_from_their_binaries_without_compiling(tmp_path):
     """As cuda kernels through PyTorch's static CUDA launcher: the first process
     compiles and saves its kernels with the FX graph as static launches; a
     second process with the same caches loads each kernel's binary through
     devbridge's driver and launches it with devbridge's bound launcher, with
     no triton.compile (CachingAutotuner._precompile_config) and no worker."""
-    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"), TRITON_CACHE_DIR=str(tmp_path / "t"),
-               TORCHINDUCTOR_COMPILE_THREADS="1")
-    script = tmp_path / "warm_start.py"
-    script.write_text(WARM_START_SCRIPT)
-
-    def run_once():
-        done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
-        return [int(v) for v in done.stdout.split("RESULT")[-1].split()]
-
-    compiled, loaded, saved, restored, graph_hits = run_once()
+    run_once = _a_process_with_the_caches_of(tmp_path, WARM_START_SCRIPT)
+    (compiled, loaded, saved, restored, graph_hits), _ = run_once()
     assert compiled >= 1 and loaded == compiled and saved == 1 and restored == 0 and graph_hits == 0
-    compiled, loaded, saved, restored, graph_hits = run_once()
+    (compiled, loaded, saved, restored, graph_hits), _ = run_once()
     assert graph_hits == 1 and compiled == 0, "the warm start compiled kernels again"
     assert restored >= 1 and loaded >= restored
 
@@ -231,20 +240,12 @@ def test_graphs_whose_kernels_already_ran_are_saved_to_the_fx_graph_cache(tmp_pa
     such graphs were never cached. Saved now: a second process with the same
     caches takes every graph, forward and backward, from the cache and
     computes what eager CPU does."""
-    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"), TRITON_CACHE_DIR=str(tmp_path / "t"),
-               TORCHINDUCTOR_COMPILE_THREADS="1")
-    script = tmp_path / "graph_cache.py"
-    script.write_text(GRAPH_CACHE_SCRIPT)
-
-    def run_once():
-        done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
-        assert "Can't pickle" not in done.stderr, done.stderr[-6000:]
-        return [int(v) for v in done.stdout.split("RESULT")[-1].split()]
-
-    pickle_errors, misses, hits = run_once()
+    run_once = _a_process_with_the_caches_of(tmp_path, GRAPH_CACHE_SCRIPT)
+    (pickle_errors, misses, hits), stderr = run_once()
+    assert "Can't pickle" not in stderr, stderr[-6000:]
     assert pickle_errors == 0 and misses >= 2 and hits == 0
-    pickle_errors, misses, hits = run_once()
+    (pickle_errors, misses, hits), stderr = run_once()
+    assert "Can't pickle" not in stderr, stderr[-6000:]
     assert pickle_errors == 0 and hits >= 2 and misses == 0, "the warm start compiled graphs again"
 
 
