@@ -64,7 +64,7 @@ class CudadevWork : public c10d::Work {
 // instead of its own side stream, so the collective is in stream order with
 // no event, no side stream and no recordStream.
 template <class Options>
-Options onCurrentStream(const Options& opts) {
+Options on_current_stream(const Options& opts) {
   Options options = opts;
   options.asyncOp = false;
   return options;
@@ -95,19 +95,19 @@ class CudadevNcclBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override {
     return run("cdnccl broadcast", c10d::OpType::BROADCAST, tensors, tensors, [&](auto& a) {
-      return nccl_->broadcast(a, onCurrentStream(opts));
+      return nccl_->broadcast(a, on_current_stream(opts));
     });
   }
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override {
     return run("cdnccl allreduce", c10d::OpType::ALLREDUCE, tensors, tensors, [&](auto& a) {
-      return nccl_->allreduce(a, onCurrentStream(opts));
+      return nccl_->allreduce(a, on_current_stream(opts));
     });
   }
   c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                      const c10d::AllreduceCoalescedOptions& opts) override {
     return run("cdnccl allreduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, tensors, tensors, [&](auto& a) {
-      return nccl_->allreduce_coalesced(a, onCurrentStream(opts));
+      return nccl_->allreduce_coalesced(a, on_current_stream(opts));
     });
   }
   c10::intrusive_ptr<c10d::Work> allgather(Nested& outputs, std::vector<at::Tensor>& inputs,
@@ -129,13 +129,13 @@ class CudadevNcclBackend : public c10d::Backend {
         out.emplace_back(a.begin() + offset, a.begin() + offset + size);
         offset += size;
       }
-      return nccl_->allgather(out, in, onCurrentStream(opts));
+      return nccl_->allgather(out, in, on_current_stream(opts));
     });
   }
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts) override {
     return run("cdnccl _allgather_base", c10d::OpType::_ALLGATHER_BASE, {input, output}, {output}, [&](auto& a) {
-      return nccl_->_allgather_base(a[1], a[0], onCurrentStream(opts));
+      return nccl_->_allgather_base(a[1], a[0], on_current_stream(opts));
     });
   }
   c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
@@ -147,14 +147,14 @@ class CudadevNcclBackend : public c10d::Backend {
     return run("cdnccl allgather_into_tensor_coalesced", c10d::OpType::COALESCED, operands, outputs, [&](auto& a) {
       std::vector<at::Tensor> in(a.begin(), a.begin() + count);
       std::vector<at::Tensor> out(a.begin() + count, a.end());
-      return nccl_->allgather_into_tensor_coalesced(out, in, onCurrentStream(opts));
+      return nccl_->allgather_into_tensor_coalesced(out, in, on_current_stream(opts));
     });
   }
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                       const c10d::ReduceScatterOptions& opts) override {
     return run("cdnccl _reduce_scatter_base", c10d::OpType::_REDUCE_SCATTER_BASE, {input, output}, {output},
                [&](auto& a) {
-                 return nccl_->_reduce_scatter_base(a[1], a[0], onCurrentStream(opts));
+                 return nccl_->_reduce_scatter_base(a[1], a[0], on_current_stream(opts));
                });
   }
   c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
@@ -166,7 +166,7 @@ class CudadevNcclBackend : public c10d::Backend {
     return run("cdnccl reduce_scatter_tensor_coalesced", c10d::OpType::COALESCED, operands, outputs, [&](auto& a) {
       std::vector<at::Tensor> in(a.begin(), a.begin() + count);
       std::vector<at::Tensor> out(a.begin() + count, a.end());
-      return nccl_->reduce_scatter_tensor_coalesced(out, in, onCurrentStream(opts));
+      return nccl_->reduce_scatter_tensor_coalesced(out, in, on_current_stream(opts));
     });
   }
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
@@ -174,7 +174,7 @@ class CudadevNcclBackend : public c10d::Backend {
                                                std::vector<int64_t>& input_split_sizes,
                                                const c10d::AllToAllOptions& opts) override {
     return run("cdnccl alltoall_base", c10d::OpType::ALLTOALL_BASE, {input, output}, {output}, [&](auto& a) {
-      return nccl_->alltoall_base(a[1], a[0], output_split_sizes, input_split_sizes, onCurrentStream(opts));
+      return nccl_->alltoall_base(a[1], a[0], output_split_sizes, input_split_sizes, on_current_stream(opts));
     });
   }
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override {
