@@ -151,6 +151,69 @@ def test_compiled_flex_attention_decodes_short_queries_with_the_plugins_multipro
     torch.testing.assert_close(out.cpu(), F.scaled_dot_product_attention(q, k, v), atol=1e-5, rtol=1e-5)
 
 
+def test_a_device_compiling_for_cuda_takes_cudas_flex_configs_for_its_capability():
+    """Inductor sizes the flex templates' blocks with the config heuristics of
+    the device type, even without max-autotune: a type it does not know gets
+    generic ones (a 16x16x16x16 one-stage backward, several times slower on an
+    H200 than cuda's sm90 choice). A device whose compiler targets cuda gets
+    cuda's, for the capability its hardware declares, with torch.cuda unasked
+    (a CPU build of torch has none)."""
+    from torch._inductor.choices import InductorChoices
+    from torch._inductor.template_heuristics.triton import FlexBwDConfig, FlexConfig
+
+    from devbridge.inductor import _torch_api
+
+    choices = InductorChoices()
+    generic = choices.get_flex_attention_bwd_configs(64, torch.bfloat16, "gemmdev")
+    assert generic == [FlexBwDConfig(16, 16, 16, 16, 1, 4)]
+    assert _torch_api.share_config_heuristics("gemmdev", "cuda", lambda: (9, 0)) in ("replaced", "already")
+    assert _torch_api.share_config_heuristics("gemmdev8", "cuda", lambda: (8, 0)) == "already"
+    peers = InductorChoices.get_config_heuristics._devbridge_peers
+    try:
+        assert choices.get_flex_attention_bwd_configs(64, torch.bfloat16, "gemmdev") == [
+            FlexBwDConfig(64, 128, 128, 64, 3, 8)]  # cuda's sm90 row
+        assert choices.get_flex_attention_fwd_configs(64, torch.bfloat16, "gemmdev") == [FlexConfig(128, 128, 3, 4)]
+        assert choices.get_flex_attention_bwd_configs(64, torch.bfloat16, "gemmdev8") == [
+            FlexBwDConfig(64, 64, 64, 64, 2, 4)]  # sm8x's
+        assert choices.get_flex_attention_bwd_configs(64, torch.bfloat16, "otherdev") == generic
+    finally:
+        peers.pop("gemmdev"), peers.pop("gemmdev8")
+    # outside those heuristics torch.cuda answers as it did
+    unwrapped = torch.cuda.get_device_capability.__wrapped__
+    if torch.cuda.is_available():
+        assert torch.cuda.get_device_capability() == unwrapped()
+    else:
+        with pytest.raises(Exception) as raised:
+            torch.cuda.get_device_capability()
+        with pytest.raises(type(raised.value), match=re.escape(str(raised.value))):
+            unwrapped()
+
+
+def test_cudas_flex_configs_compile_and_run_on_the_plugin_device():
+    """End to end with cuda's sm90 configs lent to simdev (its compiler is its
+    own, so register() lends none): the backward template is generated with
+    them, runs and computes the math's gradients."""
+    from devbridge.inductor import _torch_api
+
+    _torch_api.share_config_heuristics(DEVICE, "cuda", lambda: (9, 0))
+    peers = torch._inductor.choices.InductorChoices.get_config_heuristics._devbridge_peers
+    try:
+        q, k, v = qkv(dtype=torch.bfloat16, q_len=128, kv_len=128, dim=64)
+
+        def attention(q, k, v):
+            block_mask = create_block_mask(lambda b, h, i, j: i >= j, None, None, 128, 128, device=q.device)
+            return flex_attention(q, k, v, block_mask=block_mask)
+
+        out, grads, code, weights = run_forward_backward(attention, (q, k, v))
+    finally:
+        peers.pop(DEVICE)
+    assert_flex_templates(code)
+    backward = code[FLEX_BACKWARD_KERNEL.search(code).start():]
+    for name, value in (("BLOCK_M1", 64), ("BLOCK_N1", 128), ("BLOCK_M2", 128), ("BLOCK_N2", 64)):
+        assert re.search(rf"\b{name} : tl.constexpr = {value}\b", backward), (name, backward[:3000])
+    assert_matches((out, grads), reference_forward_backward(causal_sdpa, (q, k, v), weights), 3e-2)
+
+
 # ---------------------------------------------------------------- SDPA through flex attention
 
 def causal_sdpa(q, k, v):

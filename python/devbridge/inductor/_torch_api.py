@@ -42,7 +42,11 @@ Sources: torch/_dynamo/, torch/_inductor/ and torch/utils/_triton.py of pytorch
   templates torch._inductor.template_heuristics.registry.
            get_template_heuristic (replaced where bound) and
            _TEMPLATE_HEURISTIC_REGISTRY (read): the GEMM template configs of
-           the Triton backend the plugin's compiler targets
+           the Triton backend the plugin's compiler targets;
+           choices.InductorChoices.get_config_heuristics (replaced on the
+           class) and torch.cuda.get_device_capability (wrapped, answering
+           the declared capability inside those heuristics only): the flex-
+           attention and convolution templates' configs of the same backend
   layouts  torch._C._conv_determine_backend_memory_format (wrapped: the
            plugin's convolution format for its Overrideable convolutions)
   static   torch._inductor.runtime.triton_heuristics.StaticTritonCompileResult:
@@ -563,6 +567,91 @@ _TEMPLATE_HEURISTIC_BINDERS = (
     "torch._inductor.heuristics.template",
     "torch._inductor.choices",
 )
+
+
+def share_config_heuristics(device: str, peer: str, capability) -> str:
+    """Inductor's flex-attention, flex-decoding and convolution templates take
+    their configs, max-autotune or not, from
+    InductorChoices.get_config_heuristics(device_type): for "cuda" a class
+    tuned per compute capability (on sm90, a bf16 flex backward with head dim
+    64 gets blocks 64x128x128x64, 3 stages, 8 warps), for a type it does not
+    know the generic BaseConfigHeuristic (16x16x16x16 blocks, 1 stage: several
+    times slower on the same GPU). For `device`, the answer is `peer`'s class,
+    with its compute-capability queries answered by `capability()` (the
+    plugin's declared hardware, major and minor) rather than by torch.cuda,
+    which may be absent (a CPU build of torch) or another GPU.
+
+    Checked on 2.11.0, 2.13.0 and 2.14.1: InductorChoices.get_config_heuristics
+    (self, device_type) in choices.py, whose get_flex_attention_fwd_configs,
+    get_flex_attention_bwd_configs, get_flex_decode_configs, get_conv_configs
+    and get_depthwise_conv_configs call it with the device type; the cuda
+    class's methods read torch.cuda.get_device_capability() when called
+    (template_heuristics/triton.py; 2.14: heuristics/template/triton.py)."""
+    from torch._inductor import choices
+
+    original = choices.InductorChoices.get_config_heuristics
+    peers = getattr(original, "_devbridge_peers", None)
+    if peers is not None:
+        peers[device] = (peer, capability)
+        return "already"
+    peers = {device: (peer, capability)}
+
+    def get_config_heuristics(self, device_type="cuda"):
+        shared = peers.get(device_type)
+        if shared is None:
+            return original(self, device_type)
+        peer_type, peer_capability = shared
+        return _CapabilityPinned(original(self, peer_type), peer_capability)
+
+    get_config_heuristics._devbridge_peers = peers
+    choices.InductorChoices.get_config_heuristics = get_config_heuristics
+    _pin_cuda_capability_queries()
+    return "replaced"
+
+
+_capability_pin = threading.local()
+
+
+class _CapabilityPinned:
+    """A peer's config heuristics whose methods, while they run on this
+    thread, read the compute capability `capability()` returns from
+    torch.cuda.get_device_capability."""
+
+    def __init__(self, heuristics, capability):
+        self._heuristics, self._capability = heuristics, capability
+
+    def __getattr__(self, name):
+        value = getattr(self._heuristics, name)
+        if not callable(value):
+            return value
+
+        def pinned(*args, **kwargs):
+            outer = getattr(_capability_pin, "value", None)
+            _capability_pin.value = tuple(self._capability())
+            try:
+                return value(*args, **kwargs)
+            finally:
+                _capability_pin.value = outer
+
+        return pinned
+
+
+def _pin_cuda_capability_queries() -> None:
+    """torch.cuda.get_device_capability, wrapped once: inside a pinned
+    heuristics call on this thread it answers the pinned capability; anywhere
+    else it is torch's own, called as it was."""
+    original = torch.cuda.get_device_capability
+    if getattr(original, "_devbridge_pinnable", False):
+        return
+
+    def get_device_capability(*args, **kwargs):
+        pinned = getattr(_capability_pin, "value", None)
+        return pinned if pinned is not None else original(*args, **kwargs)
+
+    get_device_capability._devbridge_pinnable = True
+    get_device_capability.__wrapped__ = original
+    get_device_capability.__doc__ = original.__doc__
+    torch.cuda.get_device_capability = get_device_capability
 
 
 # ------------------------------------------------------------------ convolution layouts

@@ -231,6 +231,13 @@ def test_with_its_kernel_switched_off_the_triton_fallback_runs_flex_templates():
     assert re.search(r"def triton_tem_fused_\w*flex_attention(?!_backward)", code), code[-3000:]
     assert re.search(r"def triton_tem_fused_\w*flex_attention_backward", code), code[-3000:]
     assert "_scaled_dot_product_fused_attention_overrideable" not in code and "extern_kernels.bmm" not in code
+    # with the block sizes torch.cuda's would take on this GPU (Inductor's generic ones are 16x16)
+    backward_config = torch._inductor.choices.InductorChoices().get_flex_attention_bwd_configs(64, torch.bfloat16,
+                                                                                               "cuda")[-1]
+    backward = code[re.search(r"def triton_tem_fused_\w*flex_attention_backward", code).start():]
+    for name in ("block_m1", "block_n1", "block_m2", "block_n2"):
+        value = getattr(backward_config, name)
+        assert re.search(rf"\b{name.upper()} : tl.constexpr = {value}\b", backward), (name, value)
 
     reference = [t.double().requires_grad_(True) for t in (q, k, v)]
     with sdpa_kernel([SDPBackend.MATH]):
