@@ -15,6 +15,7 @@ generated code is checked for the template kernel (or its absence)."""
 
 from __future__ import annotations
 
+import inspect
 import re
 
 import pytest
@@ -172,7 +173,11 @@ def test_a_device_compiling_for_cuda_takes_cudas_flex_configs_for_its_capability
     try:
         assert choices.get_flex_attention_bwd_configs(64, torch.bfloat16, "gemmdev") == [
             FlexBwDConfig(64, 128, 128, 64, 3, 8)]  # cuda's sm90 row
-        assert choices.get_flex_attention_fwd_configs(64, torch.bfloat16, "gemmdev") == [FlexConfig(128, 128, 3, 4)]
+        # 2.14 added the sequence length to the forward's arguments
+        forward = {"head_dim": 64, "dtype": torch.bfloat16, "device_type": "gemmdev"}
+        if "seq_len" in inspect.signature(choices.get_flex_attention_fwd_configs).parameters:
+            forward["seq_len"] = 512
+        assert choices.get_flex_attention_fwd_configs(**forward) == [FlexConfig(128, 128, 3, 4)]  # sm90, bf16, 64
         assert choices.get_flex_attention_bwd_configs(64, torch.bfloat16, "gemmdev8") == [
             FlexBwDConfig(64, 64, 64, 64, 2, 4)]  # sm8x's
         assert choices.get_flex_attention_bwd_configs(64, torch.bfloat16, "otherdev") == generic
@@ -258,6 +263,39 @@ def test_sdpa_runs_the_flex_templates_forward_and_backward(case, sdpa_mode):
     expected = reference_forward_backward(fn, (q, k, v), weights, *(m.float() if m.is_floating_point() else m
                                                                      for m in mask))
     assert_matches((out, grads), expected, tolerance)
+
+
+@pytest.mark.parametrize("q_len, kv_len", [(128, 128), (512, 512), (256, 1024), (1024, 384), (384, 128)])
+def test_the_causal_block_mask_in_arithmetic_equals_create_block_mask(q_len, kv_len):
+    from devbridge.inductor import causal_mask
+    from devbridge.inductor.attention import _causal
+
+    assert causal_mask.takes(q_len, kv_len)
+    expected = create_block_mask(_causal, None, None, q_len, kv_len, device=DEVICE)
+    actual = causal_mask.causal_block_mask(q_len, kv_len, DEVICE, _causal)
+    assert actual.seq_lengths == expected.seq_lengths and actual.BLOCK_SIZE == expected.BLOCK_SIZE
+    fields = ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices", "q_num_blocks", "q_indices",
+              "full_q_num_blocks", "full_q_indices")
+    for field in fields:
+        got, want = getattr(actual, field), getattr(expected, field)
+        assert got.device == want.device and got.dtype == want.dtype, field
+        assert torch.equal(got.cpu(), want.cpu()), (field, got, want)
+    assert not causal_mask.takes(100, 128) and not causal_mask.takes(128, torch.SymInt) and not causal_mask.takes(0, 128)
+
+
+def test_a_causal_sdpa_of_block_multiple_lengths_builds_its_mask_without_sorting(sdpa_mode):
+    """create_block_mask sorts the block rows and columns at every call (four
+    sorts and about a dozen kernels in the compiled forward); the arithmetic
+    causal mask is a few fused elementwise kernels. Gradients as the math's."""
+    sdpa_mode("always")
+    q, k, v = qkv(heads=4, kv_heads=2, q_len=128, kv_len=128, dtype=torch.bfloat16)
+    out, grads, code, weights = run_forward_backward(scaled_gqa_sdpa, (q, k, v))
+    assert_flex_templates(code)
+    calls = re.sub(r"#.*", "", code)  # the kernels' names, without the comments naming their source ops
+    assert not re.search(r"\baten\.sort\b", calls), "create_block_mask's sorts in the graph"
+    launches = re.findall(r"^\s+(triton_\w+)\.run\(", calls, flags=re.M)
+    assert len(launches) <= 6, launches  # forward: the mask's kernels and the template; backward: two
+    assert_matches((out, grads), reference_forward_backward(scaled_gqa_sdpa, (q, k, v), weights), 3e-2)
 
 
 def test_fallback_lowers_sdpa_to_flex_where_the_plugin_has_no_fused_kernel(sdpa_mode):

@@ -72,7 +72,8 @@ Sources: torch/_dynamo/, torch/_inductor/ and torch/utils/_triton.py of pytorch
            as_tuple; torch._higher_order_ops.flex_attention.flex_attention
            (the operator); torch._inductor.kernel.flex.flex_decoding.
            get_split_k (replaced) and create_flex_decoding_kernel (wrapped,
-           also where kernel.flex.flex_attention binds it)
+           also where kernel.flex.flex_attention binds it); BlockMask's
+           constructor, positionally (causal_mask.py)
   sdpa     torch._inductor.config.pre_grad_custom_pass, custom_graph_pass.
            CustomGraphPass; torch.utils._python_dispatch.TorchDispatchMode,
            FakeTensor.fake_mode, the FX node meta "example_value" (Dynamo's)
@@ -1065,6 +1066,32 @@ def empty_block_mask(query, key):
     from torch.nn.attention.flex_attention import _create_empty_block_mask
 
     return _create_empty_block_mask(query, key)
+
+
+_BLOCK_MASK_FIELDS = ("seq_lengths", "kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices",
+                      "q_num_blocks", "q_indices", "full_q_num_blocks", "full_q_indices", "BLOCK_SIZE", "mask_mod")
+
+
+def block_mask_from_tensors_supported() -> bool:
+    """Whether torch.nn.attention.flex_attention.BlockMask takes its fields
+    positionally as block_mask() passes them (2.11.0, 2.13.0, 2.14.1: seq_lengths,
+    the kv and q block counts and indices, BLOCK_SIZE, mask_mod; 2.13 adds
+    keyword-only dQ write-order fields, left None as create_block_mask
+    leaves them by default)."""
+    import inspect
+
+    from torch.nn.attention.flex_attention import BlockMask
+
+    names = tuple(inspect.signature(BlockMask.__init__).parameters)[1:1 + len(_BLOCK_MASK_FIELDS)]
+    return names == _BLOCK_MASK_FIELDS
+
+
+def block_mask(*fields):
+    """A BlockMask made from its fields (_BLOCK_MASK_FIELDS, in order), as
+    create_block_mask makes one after computing them."""
+    from torch.nn.attention.flex_attention import BlockMask
+
+    return BlockMask(*fields)
 
 
 def flex_attention_hop(query, key, value, score_mod, block_mask, scale, mask_mod=None,

@@ -45,7 +45,7 @@ import threading
 
 import torch
 
-from . import _torch_api
+from . import _torch_api, causal_mask
 
 MODES = ("off", "fallback", "always")
 
@@ -84,7 +84,10 @@ def sdpa_as_flex(query, key, value, attn_mask=None, is_causal=False, scale=None)
     q_len, kv_len = query.size(-2), key.size(-2)
     scale = 1.0 / math.sqrt(query.size(-1)) if scale is None else scale
     if is_causal:  # SDPA's causal mask is aligned top-left: query i sees keys 0..i
-        block_mask = create_block_mask(_causal, None, None, q_len, kv_len, device=query.device)
+        if causal_mask.takes(q_len, kv_len):
+            block_mask = causal_mask.causal_block_mask(q_len, kv_len, query.device, _causal)
+        else:
+            block_mask = create_block_mask(_causal, None, None, q_len, kv_len, device=query.device)
         return _torch_api.flex_attention_hop(query, key, value, _no_score_mod, block_mask, scale)
     if attn_mask is None:
         return _torch_api.flex_attention_hop(query, key, value, _no_score_mod,
