@@ -283,19 +283,41 @@ def test_the_causal_block_mask_in_arithmetic_equals_create_block_mask(q_len, kv_
     assert not causal_mask.takes(100, 128) and not causal_mask.takes(128, torch.SymInt) and not causal_mask.takes(0, 128)
 
 
-def test_a_causal_sdpa_of_block_multiple_lengths_builds_its_mask_without_sorting(sdpa_mode):
+def test_the_block_mask_of_no_mask_equals_flex_attentions_own():
+    from torch.nn.attention.flex_attention import _create_empty_block_mask
+
+    from devbridge.inductor import _torch_api
+
+    q, k = (t.to(DEVICE) for t in qkv(q_len=64, kv_len=96)[:2])
+    expected, actual = _create_empty_block_mask(q, k), _torch_api.empty_block_mask(q, k)
+    for field in _torch_api._BLOCK_MASK_FIELDS:
+        got, want = getattr(actual, field), getattr(expected, field)
+        if isinstance(want, torch.Tensor):
+            assert got.device == want.device and got.dtype == want.dtype and torch.equal(got.cpu(), want.cpu()), field
+        else:
+            assert got == want, field
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "no-mask"])
+def test_sdpa_builds_its_block_mask_without_sorting(causal, sdpa_mode):
     """create_block_mask sorts the block rows and columns at every call (four
-    sorts and about a dozen kernels in the compiled forward); the arithmetic
-    causal mask is a few fused elementwise kernels. Gradients as the math's."""
+    sorts and about a dozen kernels in the compiled forward), and
+    BlockMask.from_kv_blocks, behind flex attention's mask-less default,
+    one; devbridge's masks are a few fused elementwise kernels. Gradients
+    as the math's."""
     sdpa_mode("always")
     q, k, v = qkv(heads=4, kv_heads=2, q_len=128, kv_len=128, dtype=torch.bfloat16)
-    out, grads, code, weights = run_forward_backward(scaled_gqa_sdpa, (q, k, v))
+
+    def attention(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=0.3, enable_gqa=True)
+
+    out, grads, code, weights = run_forward_backward(attention, (q, k, v))
     assert_flex_templates(code)
     calls = re.sub(r"#.*", "", code)  # the kernels' names, without the comments naming their source ops
     assert not re.search(r"\baten\.sort\b", calls), "create_block_mask's sorts in the graph"
     launches = re.findall(r"^\s+(triton_\w+)\.run\(", calls, flags=re.M)
     assert len(launches) <= 6, launches  # forward: the mask's kernels and the template; backward: two
-    assert_matches((out, grads), reference_forward_backward(scaled_gqa_sdpa, (q, k, v), weights), 3e-2)
+    assert_matches((out, grads), reference_forward_backward(attention, (q, k, v), weights), 3e-2)
 
 
 def test_fallback_lowers_sdpa_to_flex_where_the_plugin_has_no_fused_kernel(sdpa_mode):

@@ -1061,11 +1061,19 @@ def sdpa_runs_math(query, key, value, attn_mask, dropout_p, is_causal, scale, en
 
 def empty_block_mask(query, key):
     """flex_attention's block mask when none is given: one block over
-    everything (nn.attention.flex_attention._create_empty_block_mask, 2.11.0,
-    2.13.0, 2.14.1)."""
-    from torch.nn.attention.flex_attention import _create_empty_block_mask
+    everything, with the fields nn.attention.flex_attention.
+    _create_empty_block_mask gives it (2.11.0, 2.13.0, 2.14.1: a block of
+    _LARGE_SPARSE_BLOCK_SIZE, seq_lengths (1, 1), noop_mask), made directly:
+    BlockMask.from_kv_blocks, which it calls, derives the q side through a
+    sort, a launch of its own in every compiled call."""
+    from torch.nn.attention import flex_attention as flex
 
-    return _create_empty_block_mask(query, key)
+    if not block_mask_from_tensors_supported():
+        return flex._create_empty_block_mask(query, key)
+    one = torch.ones([1, 1, 1], dtype=torch.int32, device=query.device)
+    first = torch.zeros([1, 1, 1, 1], dtype=torch.int32, device=query.device)
+    size = flex._LARGE_SPARSE_BLOCK_SIZE
+    return block_mask((1, 1), one, first, None, None, one, first, None, None, (size, size), flex.noop_mask)
 
 
 _BLOCK_MASK_FIELDS = ("seq_lengths", "kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices",
