@@ -70,6 +70,36 @@ Options on_current_stream(const Options& opts) {
   return options;
 }
 
+// A collective's tensors are aliased as one list (run()); these put nested
+// and plain lists into it and take them back out of the aliased list.
+std::vector<size_t> append_nested(std::vector<at::Tensor>& all, const Nested& nested) {
+  std::vector<size_t> sizes;
+  for (const auto& list : nested) {
+    sizes.push_back(list.size());
+    all.insert(all.end(), list.begin(), list.end());
+  }
+  return sizes;
+}
+
+std::vector<at::Tensor> take(const std::vector<at::Tensor>& all, size_t offset, size_t count) {
+  return std::vector<at::Tensor>(all.begin() + offset, all.begin() + offset + count);
+}
+
+Nested take_nested(const std::vector<at::Tensor>& all, size_t offset, const std::vector<size_t>& sizes) {
+  Nested nested;
+  for (size_t size : sizes) {
+    nested.push_back(take(all, offset, size));
+    offset += size;
+  }
+  return nested;
+}
+
+std::vector<at::Tensor> flattened(const Nested& nested) {
+  std::vector<at::Tensor> all;
+  append_nested(all, nested);
+  return all;
+}
+
 c10::DeviceIndex common_device(const char* what, const std::vector<at::Tensor>& tensors) {
   std::optional<c10::Device> first;
   for (const at::Tensor& tensor : tensors) {
@@ -110,26 +140,66 @@ class CudadevNcclBackend : public c10d::Backend {
       return nccl_->allreduce_coalesced(a, on_current_stream(opts));
     });
   }
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override {
+    return run("cdnccl reduce", c10d::OpType::REDUCE, tensors, tensors, [&](auto& a) {
+      return nccl_->reduce(a, on_current_stream(opts));
+    });
+  }
   c10::intrusive_ptr<c10d::Work> allgather(Nested& outputs, std::vector<at::Tensor>& inputs,
                                            const c10d::AllgatherOptions& opts) override {
-    std::vector<at::Tensor> flat;
-    std::vector<size_t> sizes;
-    for (const auto& list : outputs) {
-      sizes.push_back(list.size());
-      flat.insert(flat.end(), list.begin(), list.end());
-    }
     std::vector<at::Tensor> operands = inputs;
-    operands.insert(operands.end(), flat.begin(), flat.end());
+    const std::vector<size_t> sizes = append_nested(operands, outputs);
     const size_t count = inputs.size();
-    return run("cdnccl allgather", c10d::OpType::ALLGATHER, operands, flat, [&](auto& a) {
-      std::vector<at::Tensor> in(a.begin(), a.begin() + count);
-      Nested out;
-      size_t offset = count;
-      for (size_t size : sizes) {
-        out.emplace_back(a.begin() + offset, a.begin() + offset + size);
-        offset += size;
-      }
+    return run("cdnccl allgather", c10d::OpType::ALLGATHER, operands, flattened(outputs), [&](auto& a) {
+      Nested out = take_nested(a, count, sizes);
+      std::vector<at::Tensor> in = take(a, 0, count);
       return nccl_->allgather(out, in, on_current_stream(opts));
+    });
+  }
+  c10::intrusive_ptr<c10d::Work> gather(Nested& outputs, std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override {
+    // outputs: the root's list of one tensor per rank; empty on the others
+    std::vector<at::Tensor> operands = inputs;
+    const std::vector<size_t> sizes = append_nested(operands, outputs);
+    const size_t count = inputs.size();
+    return run("cdnccl gather", c10d::OpType::GATHER, operands, flattened(outputs), [&](auto& a) {
+      Nested out = take_nested(a, count, sizes);
+      std::vector<at::Tensor> in = take(a, 0, count);
+      return nccl_->gather(out, in, on_current_stream(opts));
+    });
+  }
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, Nested& inputs,
+                                         const c10d::ScatterOptions& opts) override {
+    // inputs: the root's list of one tensor per rank; empty on the others
+    std::vector<at::Tensor> operands = outputs;
+    const std::vector<size_t> sizes = append_nested(operands, inputs);
+    const size_t count = outputs.size();
+    return run("cdnccl scatter", c10d::OpType::SCATTER, operands, outputs, [&](auto& a) {
+      std::vector<at::Tensor> out = take(a, 0, count);
+      Nested in = take_nested(a, count, sizes);
+      return nccl_->scatter(out, in, on_current_stream(opts));
+    });
+  }
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs, Nested& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override {
+    std::vector<at::Tensor> operands = outputs;
+    const std::vector<size_t> sizes = append_nested(operands, inputs);
+    const size_t count = outputs.size();
+    return run("cdnccl reduce_scatter", c10d::OpType::REDUCE_SCATTER, operands, outputs, [&](auto& a) {
+      std::vector<at::Tensor> out = take(a, 0, count);
+      Nested in = take_nested(a, count, sizes);
+      return nccl_->reduce_scatter(out, in, on_current_stream(opts));
+    });
+  }
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override {
+    std::vector<at::Tensor> operands = outputs;
+    operands.insert(operands.end(), inputs.begin(), inputs.end());
+    const size_t count = outputs.size();
+    return run("cdnccl alltoall", c10d::OpType::ALLTOALL, operands, outputs, [&](auto& a) {
+      std::vector<at::Tensor> out = take(a, 0, count);
+      std::vector<at::Tensor> in = take(a, count, a.size() - count);
+      return nccl_->alltoall(out, in, on_current_stream(opts));
     });
   }
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
@@ -145,8 +215,8 @@ class CudadevNcclBackend : public c10d::Backend {
     operands.insert(operands.end(), outputs.begin(), outputs.end());
     const size_t count = inputs.size();
     return run("cdnccl allgather_into_tensor_coalesced", c10d::OpType::COALESCED, operands, outputs, [&](auto& a) {
-      std::vector<at::Tensor> in(a.begin(), a.begin() + count);
-      std::vector<at::Tensor> out(a.begin() + count, a.end());
+      std::vector<at::Tensor> in = take(a, 0, count);
+      std::vector<at::Tensor> out = take(a, count, a.size() - count);
       return nccl_->allgather_into_tensor_coalesced(out, in, on_current_stream(opts));
     });
   }
@@ -164,8 +234,8 @@ class CudadevNcclBackend : public c10d::Backend {
     operands.insert(operands.end(), outputs.begin(), outputs.end());
     const size_t count = inputs.size();
     return run("cdnccl reduce_scatter_tensor_coalesced", c10d::OpType::COALESCED, operands, outputs, [&](auto& a) {
-      std::vector<at::Tensor> in(a.begin(), a.begin() + count);
-      std::vector<at::Tensor> out(a.begin() + count, a.end());
+      std::vector<at::Tensor> in = take(a, 0, count);
+      std::vector<at::Tensor> out = take(a, count, a.size() - count);
       return nccl_->reduce_scatter_tensor_coalesced(out, in, on_current_stream(opts));
     });
   }

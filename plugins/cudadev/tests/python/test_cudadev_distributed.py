@@ -74,6 +74,20 @@ dist.all_gather_into_tensor(out, torch.arange(4.0, device=dev))
 rs = torch.empty(4, device=dev)
 dist.reduce_scatter_tensor(rs, torch.arange(4.0, device=dev))
 assert out.cpu().tolist() == [0, 1, 2, 3] and rs.cpu().tolist() == [0, 1, 2, 3]
+# The list forms and the rooted collectives (one rank: each is a copy or the identity)
+r = torch.arange(4.0, device=dev)
+dist.reduce(r, dst=0, op=dist._make_nccl_premul_sum(2.0))
+gathered = [torch.empty(3, device=dev)]
+dist.gather(torch.arange(3.0, device=dev), gather_list=gathered, dst=0)
+scattered = torch.empty(3, device=dev)
+dist.scatter(scattered, scatter_list=[torch.arange(3.0, device=dev) + 1], src=0)
+reduced = torch.empty(2, device=dev)
+dist.reduce_scatter(reduced, [torch.arange(2.0, device=dev) + 7])
+exchanged = [torch.empty(2, device=dev)]
+dist.all_to_all(exchanged, [torch.arange(2.0, device=dev) + 5])
+assert r.cpu().tolist() == [0, 2, 4, 6], r
+assert gathered[0].cpu().tolist() == [0, 1, 2] and scattered.cpu().tolist() == [1, 2, 3]
+assert reduced.cpu().tolist() == [7, 8] and exchanged[0].cpu().tolist() == [5, 6]
 dist.barrier()
 
 @torch.compile
