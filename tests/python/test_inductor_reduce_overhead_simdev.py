@@ -180,6 +180,46 @@ def test_a_training_step_replays_forward_and_backward_like_eager():
     assert counted["replays"] == 8, graph_capture_counts()  # 4 of each
 
 
+def small_model(seed):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 8)).to("simdev")
+
+
+def test_two_modules_of_one_class_each_replay_with_their_own_parameters():
+    """Dynamo serves both modules with one compiled graph (parameters are its
+    inputs); a capture reads the parameters where they were at the capture,
+    so each module's parameters get a capture of their own."""
+    counted = Counted()
+    first, second = small_model(0), small_model(1)
+    compiled = [torch.compile(model, mode="reduce-overhead") for model in (first, second)]
+    with torch.no_grad():
+        for seed in range(2, 6):
+            x = host(4, 16, seed=seed).to("simdev")
+            for model, forward in zip((first, second), compiled):
+                torch.testing.assert_close(forward(x).cpu(), model(x).cpu())
+    assert counted["captures"] == 2 and counted["not_captured"] == 0, graph_capture_counts()
+    # the first call warms the graph up for both; the second module's first call captures at once
+    assert counted["replays"] == 7, graph_capture_counts()
+
+
+def test_a_parameter_replaced_by_another_tensor_is_captured_again_up_to_inductors_limit(caplog):
+    from torch._inductor import config
+
+    counted = Counted()
+    model = small_model(0)
+    compiled = torch.compile(model, mode="reduce-overhead")
+    x = host(4, 16, seed=2).to("simdev")
+    with torch.no_grad(), config.patch({"triton.cudagraph_unexpected_rerecord_limit": 2}), \
+            caplog.at_level(logging.WARNING, logger="devbridge.inductor"):
+        for replacement in range(4):
+            for _ in range(2):
+                torch.testing.assert_close(compiled(x).cpu(), model(x).cpu())
+            model[0].weight = torch.nn.Parameter(host(32, 16, seed=10 + replacement).to("simdev"))
+    assert counted["captures"] == 2, graph_capture_counts()
+    assert "its parameters or other static inputs moved 2 times" in caplog.text, caplog.text
+    assert counted["not_captured"] == 1, graph_capture_counts()
+
+
 def test_random_numbers_are_not_captured_and_say_so(caplog):
     counted = Counted()
 

@@ -61,7 +61,10 @@ Sources: torch/_dynamo/, torch/_inductor/ and torch/utils/_triton.py of pytorch
            output_code.cudagraph_post_compile and
            cudagraph_partition_post_compile (wrapped), utils.
            is_using_cudagraph_partition, GraphLowering.module: reduce-overhead
-           on the plugin device (accept_graph_capture)
+           on the plugin device (accept_graph_capture);
+           config.triton.cudagraph_unexpected_rerecord_limit and
+           torch._C._tensors_data_ptrs_at_indices_equal (captures per set of
+           static input addresses)
   timing   torch._inductor.runtime.benchmarking.register_benchmarker and
            Benchmarker.benchmark_gpu(device_type=) (2.13 and 2.14; 2.11 has no
            registry: benchmarking.benchmarker.benchmark wrapped for the
@@ -568,6 +571,29 @@ _TEMPLATE_HEURISTIC_BINDERS = (
     "torch._inductor.heuristics.template",
     "torch._inductor.choices",
 )
+
+
+def capture_rerecord_limit() -> int:
+    """torch._inductor.config.triton.cudagraph_unexpected_rerecord_limit:
+    how many times CUDA graph trees record one function again for new static
+    input addresses before running it without graphs (2.11.0, 2.13.0, 2.14.1:
+    128 by default)."""
+    from torch._inductor import config
+
+    return int(config.triton.cudagraph_unexpected_rerecord_limit)
+
+
+def data_pointers_equal(tensors: list, data_pointers: list, indices: list) -> bool:
+    """Whether tensors[indices[k]].data_ptr() == data_pointers[k] for every k:
+    torch._C._tensors_data_ptrs_at_indices_equal, the check CUDA graph trees
+    make on every replay, in C++ (2.11.0, 2.13.0; 2.14.1's CUDA build defines
+    it with CUDA initialised only), else the same in Python."""
+    if _data_pointers_equal is not None:
+        return _data_pointers_equal(tensors, data_pointers, indices)
+    return all(tensors[i].data_ptr() == pointer for i, pointer in zip(indices, data_pointers))
+
+
+_data_pointers_equal = getattr(torch._C, "_tensors_data_ptrs_at_indices_equal", None)
 
 
 def share_config_heuristics(device: str, peer: str, capability) -> str:

@@ -12,7 +12,12 @@ strides, dtypes, integer values), as torch's CUDA graphs do:
              static inputs are used in place), replays on the current stream,
              copies mutated inputs back.
 A new signature (a new shape under dynamic=True, ...) gets a capture of its
-own. Where a graph cannot be captured, it runs as compiled, with one log
+own, and so do new static inputs: a capture reads its parameters where they
+were, so one compiled graph serving two modules of one class (Dynamo reuses
+it, the parameters being inputs), or a parameter replaced by another tensor,
+is captured again for the new addresses, up to Inductor's
+cudagraph_unexpected_rerecord_limit captures per signature, as CUDA graph
+trees re-record. Where a graph cannot be captured, it runs as compiled, with one log
 line that says why: nodes on other devices, random numbers (a replay would
 repeat the captured draws: plugin generators are not registered with
 graphs), a plugin without a graph table, mutated inputs Inductor does not
@@ -150,8 +155,10 @@ def _copy_into(dst: torch.Tensor, src: torch.Tensor, dims: list[int]) -> None:
 
 class _Capture:
     # copied: (input index, static buffer, its expanded dimensions) per input
-    # that each replay copies in, decided once at the capture.
-    __slots__ = ("graph", "static_inputs", "copied", "written_back", "outputs", "as_tuple", "memory")
+    # that each replay copies in, decided once at the capture. static_addresses:
+    # the data pointers of the inputs used in place, at static_tensor_idxs.
+    __slots__ = ("graph", "static_inputs", "copied", "written_back", "outputs", "as_tuple", "memory",
+                 "static_addresses")
 
 
 class _Graphified:
@@ -166,30 +173,53 @@ class _Graphified:
         self.mutated = frozenset(mutated_input_idxs)
         self.lock = threading.Lock()
         self.warmed: set = set()
-        self.captures: dict = {}
+        self.captures: dict = {}  # signature -> its captures, one per set of static input addresses
         self.uncaptured: set = set()
+        self.static_tensor_idxs: list | None = None  # the static inputs that are tensors (first call)
 
     def __call__(self, inputs: list):
+        from . import _torch_api
+
+        if self.static_tensor_idxs is None:
+            self.static_tensor_idxs = [i for i in sorted(self.static) if isinstance(inputs[i], torch.Tensor)]
         key = _signature(inputs)
-        capture = self.captures.get(key)
+        capture = self._find(self.captures.get(key, ()), inputs)
         if capture is None:
             with self.lock:
                 if key in self.uncaptured or key not in self.warmed:
                     self.warmed.add(key)
                     return self.model(inputs)
-                capture = self.captures.get(key)
+                captured = self.captures.setdefault(key, [])
+                capture = self._find(captured, inputs)
                 if capture is None:
+                    limit = _torch_api.capture_rerecord_limit()
+                    if len(captured) >= limit:
+                        self.uncaptured.add(key)
+                        _report(self.device, f"its parameters or other static inputs moved {limit} times (each "
+                                             "new address needs a capture of its own; the limit is Inductor's "
+                                             "config.triton.cudagraph_unexpected_rerecord_limit)")
+                        return self.model(inputs)
                     capture = self._capture(inputs)
                     if capture is None:
                         self.uncaptured.add(key)
                         return self.model(inputs)
-                    self.captures[key] = capture
+                    captured.append(capture)
         return self._replay(capture, inputs)
+
+    def _find(self, captures, inputs: list) -> _Capture | None:
+        """The capture made for the static inputs' current addresses."""
+        from . import _torch_api
+
+        for capture in captures:
+            if _torch_api.data_pointers_equal(inputs, capture.static_addresses, self.static_tensor_idxs):
+                return capture
+        return None
 
     def _capture(self, inputs: list) -> _Capture | None:
         from .. import graphs
 
         capture = _Capture()
+        capture.static_addresses = [inputs[i].data_ptr() for i in self.static_tensor_idxs]
         capture.static_inputs = []
         capture.copied, capture.written_back = [], []
         for i, x in enumerate(inputs):
