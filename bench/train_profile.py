@@ -111,7 +111,7 @@ def phase_times(model_name: str, device: str, iterations: int) -> tuple[dict, st
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", choices=("block", "conv") + ATTENTION_MODELS, default="block")
+    parser.add_argument("--model", choices=("block", "conv", "mlp") + ATTENTION_MODELS, default="block")
     parser.add_argument("--machine", default="h200")
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--results-dir", type=pathlib.Path, default=HERE / "results")

@@ -223,7 +223,7 @@ want distributed && step pytest_cudadev_distributed 180 "${PYTEST[@]}" \
   --plugin torch_cudadev --devices cuda,cudadev --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT"
 # Where the time of a compiled train step goes, per phase, cuda beside
 # cudadev (bench/train_profile.py); only when named. TRAIN_PROFILE_MODELS: a
-# space-separated list of block, conv, gpt2, llama (default: block conv).
+# space-separated list of block, conv, mlp, gpt2, llama (default: block conv).
 [[ ,$PART, == *,train_profile,* ]] && for model in ${TRAIN_PROFILE_MODELS:-block conv}; do
   step "train_profile_$model" 280 "$PY" "$ROOT/bench/train_profile.py" --model "$model" \
     --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT"
@@ -234,7 +234,7 @@ done
 # BENCH_COMPILE_PARTS (a comma list of compile, steady, train, graphs; default
 # all four, saved as compile_<machine>.*) runs part of it when the whole no longer fits one call;
 # graphs is reduce-overhead (graph capture) against cuda and against default
-# mode. BENCH_COMPILE_TRAIN_MODELS (block, conv; default both) picks the train steps.
+# mode. BENCH_COMPILE_TRAIN_MODELS (block, conv, mlp, mlp_step; default block,conv) picks the train steps.
 { want bench || want compile || want compile_bench; } && step bench_compile 560 "$PY" "$ROOT/bench/compile.py" \
   --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT" --parts "${BENCH_COMPILE_PARTS:-compile,steady,train,graphs}" \
   --train-models "${BENCH_COMPILE_TRAIN_MODELS:-block,conv}"
