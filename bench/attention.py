@@ -260,16 +260,13 @@ PART_GROUPS = {"forward": "forward", "train": "train step", "fallback": "fallbac
 
 def earlier_parts(path: pathlib.Path, parts: list[str]) -> tuple[list[dict], dict]:
     """The rows of the parts this run leaves out, from the machine's current
-    result, and the commit each part was measured at: the file stays one
-    current result for every part when a run measures some of them."""
-    if not path.is_file():
-        return [], {}
-    earlier = json.loads(path.read_text())
-    commits = {part: commit for part, commit in earlier.get("part_commits", {}).items() if part not in parts}
-    rows = [row for row in earlier["rows"] if row["group"] not in {PART_GROUPS[part] for part in parts}]
+    result (harness.earlier_rows), and the commit each kept part was
+    measured at."""
+    groups = {PART_GROUPS[part] for part in parts}
+    rows = harness.earlier_rows(path, lambda row: row["group"] in groups)
+    commits: dict = {}
     for row in rows:
         part = next(part for part, group in PART_GROUPS.items() if group == row["group"])
-        row.setdefault("commit", commits.get(part, earlier["commit"]))
         commits.setdefault(part, row["commit"])
     return rows, commits
 

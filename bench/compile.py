@@ -380,6 +380,28 @@ def train_steps(model_name: str, pairs: int, iterations: int, devices: tuple[str
 
 
 PARTS = ("compile", "steady", "train", "graphs")
+PART_GROUPS = {"compile": ("compile",), "steady": ("steady state", "device time", "eager"), "train": ("train step",),
+               "graphs": ("graphs",)}  # --parts -> the groups of the rows they make
+
+
+def earlier_rows(path: pathlib.Path, measured_again: Callable[[dict], bool]) -> list[dict]:
+    """The rows of the machine's current result that this run does not
+    measure again, each with the commit it was measured at: the file stays
+    one current result for everything when a run measures some of it."""
+    if not path.is_file():
+        return []
+    earlier = json.loads(path.read_text())
+    return [{**row, "commit": row.get("commit", earlier["commit"])} for row in earlier["rows"]
+            if not measured_again(row)]
+
+
+def train_model_of(row: dict) -> str | None:
+    """The train model a train-step row is of (rows written before they were
+    tagged: the longest TRAIN_MODELS label its name starts with)."""
+    if "train_model" in row:
+        return row["train_model"]
+    labels = [(len(label), model) for model, label in TRAIN_MODELS.items() if row["name"].startswith(label + ",")]
+    return max(labels)[1] if labels else None
 
 
 def run(iterations: int, pairs: int, train_pairs: int, save,
@@ -482,12 +504,14 @@ def train_rows(rows: list[dict], iterations: int, train_pairs: int, save, meta: 
                             "a process of its own", statistics.median(samples[device]), "ms/iter", group="train step",
                             device=device, samples=samples[device], loss=results[device]["loss"],
                             first_step_ms=results[device]["first_step_ms"], start_s=results[device]["start_s"],
-                            model=f"{label}, train step", series=f"torch.compile on {device}"))
+                            model=f"{label}, train step", series=f"torch.compile on {device}",
+                            train_model=model_name))
         summary = ratio_summary(samples)
         target = TRAIN_TARGET[model_name]
         rows.append(row(f"{label}, train step: ratio cudadev/cuda", summary["median"], "ratio", target=f"<= {target}",
                         target_met=summary["median"] <= target, group="train step", spread=summary,
-                        loss_cuda=results["cuda"]["loss"], loss_cudadev=results["cudadev"]["loss"]))
+                        loss_cuda=results["cuda"]["loss"], loss_cudadev=results["cudadev"]["loss"],
+                        train_model=model_name))
         save(rows, meta)
 
 
@@ -569,8 +593,11 @@ def kernel_table(meta: dict) -> str:
 
 def table(rows: list[dict], meta: dict) -> str:
     lines = [f"# torch.compile: cudadev vs cuda ({meta['gpu']}, torch {meta['torch']}, Triton {meta['triton']}, "
-             f"commit {meta['commit']}, parts: {', '.join(meta.get('parts', PARTS))})", "",
-             "| measurement | value | unit | target | met |", "|---|---|---|---|---|"]
+             f"commit {meta['commit']}, parts: {', '.join(meta.get('parts', PARTS))})", ""]
+    commits = collections.Counter(r["commit"] for r in rows if r.get("commit"))
+    if len(commits) > 1:  # rows kept from earlier runs
+        lines += ["Rows measured at: " + ", ".join(f"{commit} ({n})" for commit, n in commits.items()) + ".", ""]
+    lines += ["| measurement | value | unit | target | met |", "|---|---|---|---|---|"]
     for r in rows:
         met = "" if r["target"] is None else ("met" if r["target_met"] else "NOT MET")
         value = "n/a" if r["value"] is None else f"{r['value']:.4g}"
@@ -642,10 +669,18 @@ def main() -> int:
         parser.error(f"--train-models takes a comma list of {', '.join(TRAIN_MODELS)}; got {args.train_models!r}")
     args.results_dir.mkdir(parents=True, exist_ok=True)
     # One current result per machine (bench/README.md): a run of some parts
-    # overwrites it too, and records its parts ("parts", "train_models").
+    # or train models replaces their rows and keeps the others, each row with
+    # the commit it was measured at.
     stem = args.results_dir / f"compile_{args.machine}"
 
+    groups = {group for part in parts for group in PART_GROUPS[part]}
+    kept = earlier_rows(stem.with_suffix(".json"), lambda row: row["group"] in groups and (
+        row["group"] != "train step" or train_model_of(row) in train_models))
+    order = [group for part in PARTS for group in PART_GROUPS[part]]
+
     def save(rows, meta):
+        rows = sorted(kept + [{**row, "commit": meta["commit"]} for row in rows],
+                      key=lambda row: order.index(row["group"]) if row["group"] in order else len(order))
         stem.with_suffix(".json").write_text(json.dumps({**meta, "machine": args.machine, "rows": rows}, indent=1))
         stem.with_suffix(".md").write_text(table(rows, meta))
         plot(rows, meta, stem.with_suffix(".png"))
