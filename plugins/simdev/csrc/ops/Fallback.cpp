@@ -62,4 +62,17 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
 }
 
+// The fallback serves an operator only where no kernel serves the backend:
+// a structured operator's CompositeExplicitAutogradNonFunctional kernel does,
+// and runs the out= operator (here: the fallback) into a result it sized.
+// For mse_loss and smooth_l1_loss with a reduction, that result is 0-dim, and
+// the out= kernel's meta first sizes it as the elementwise loss and then
+// shrinks it (aten/src/ATen/native/Loss.cpp), so every call warned "An output
+// with one or more elements was resized". The functional operators run the
+// CPU's functional kernels instead, as on a backend with kernels of its own.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("mse_loss", torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
+  m.impl("smooth_l1_loss", torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
+}
+
 }  // namespace torch_simdev
