@@ -108,6 +108,13 @@ for net in (ddp, reference):
     net(batch).square().mean().backward()
 for a, b in zip(model.parameters(), reference.parameters()):
     assert torch.allclose(a.grad, b.grad, rtol=1e-4, atol=1e-6), (a.grad - b.grad).abs().max()
+# DDP's Reducer times its steps with cudadev's timer (csrc/reducer_timer.cpp)
+timed = DDP(torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.GELU(), torch.nn.Linear(64, 8)).to(dev))
+for _ in range(3):
+    timed(batch).sum().backward()
+torch.cudadev.synchronize()
+stats = timed._get_ddp_logging_data()
+assert stats.get("avg_forward_compute_time", 0) > 0 and stats.get("avg_backward_compute_time", 0) > 0, stats
 dist.destroy_process_group()
 print("cdnccl ok")
 '''

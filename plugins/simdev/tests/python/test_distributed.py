@@ -280,6 +280,27 @@ def test_a_comm_hook_style_future_callback_sees_the_reduced_tensor(group):
     assert result.cpu().tolist() == [3.0] * 8
 
 
+def test_ddp_times_its_steps_on_the_simdev_stream(group, recwarn):
+    """DDP's Reducer times forward, backward computation and gradient
+    communication with the timer registered for the device type
+    (csrc/distributed/ReducerTimer.cpp); without one it warned and logged no
+    times. The delay makes every operator take at least 2 ms of stream time."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model = DDP(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1)).to("simdev"))
+    x = torch.randn(4, 8).to("simdev")
+    with torch.simdev.op_delay(2_000):
+        for _ in range(3):  # the Reducer logs the previous step's times when a forward starts
+            model(x).sum().backward()
+    torch.simdev.synchronize()
+    data = model._get_ddp_logging_data()
+    assert not [w for w in recwarn if "Time stats" in str(w.message)], [str(w.message) for w in recwarn]
+    # nanoseconds; each phase has several delayed operators on the stream
+    assert data["avg_forward_compute_time"] >= 2_000_000, data
+    assert data["avg_backward_compute_time"] >= 2_000_000, data
+    assert data["avg_backward_comm_time"] > 0 and data["avg_backward_compute_comm_overlap_time"] >= 0, data
+
+
 def test_functional_collectives_and_wait_tensor(group):
     import torch.distributed._functional_collectives as funcol
 
