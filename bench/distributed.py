@@ -4,10 +4,13 @@ train steps, each device runs in a process of its own (autograd in one
 process serves one accelerator type), both alive for the whole run and
 sampled in turn. cuda's process group backend is NCCL; cudadev's is
 cudadev's own (cdnccl: NCCL on cudadev's current stream,
-plugins/cudadev/csrc/distributed.cpp). Model: a stack of pre-norm MLP blocks
-in bfloat16 (8 blocks, 1024 wide, batch 16x256 tokens), AdamW,
-torch.compile(DDP(model)) with DDP's default buckets. Row: the ratio
-cudadev/cuda, target <= 1.05.
+plugins/cudadev/csrc/distributed.cpp). Models (--models): "ddp", a stack of
+pre-norm MLP blocks in bfloat16 (8 blocks, 1024 wide, batch 16x256 tokens),
+and "ddp_gpt2", bench/attention.py's GPT-2-style model (6 layers, attention
+through scaled_dot_product_attention, 4x512 tokens, cross-entropy), both
+with AdamW and torch.compile(DDP(model)) with DDP's default buckets. Rows: the
+ratio cudadev/cuda per model, target <= 1.05; a run of some models keeps the
+others' rows.
 
     TORCH_DEVICE_BACKEND_AUTOLOAD=0 python bench/distributed.py --machine h200 --results-dir bench/results
 """
@@ -60,33 +63,47 @@ class Stack(torch.nn.Module):
 
 
 BACKENDS = {"cuda": "nccl", "cudadev": "cdnccl"}
-MODEL = "ddp"
+MODELS = {"ddp": f"compiled DDP train step, world size 1, {BLOCKS} MLP blocks {WIDTH} wide, bf16, AdamW",
+          "ddp_gpt2": "compiled DDP train step, world size 1, GPT-2-style 6 layers (SDPA), 4x512 tokens, bf16, AdamW"}
+
+
+def model_and_loss(model_name: str, device: str):
+    """(model in bf16 on `device`, loss(model) -> scalar) of `model_name`."""
+    torch.manual_seed(0)
+    if model_name == "ddp":
+        model = Stack(WIDTH, BLOCKS).to(device=device, dtype=torch.bfloat16)
+        x = torch.randn(*BATCH, WIDTH, generator=torch.Generator().manual_seed(1)).to(device=device,
+                                                                                       dtype=torch.bfloat16)
+        return model, lambda forward: forward(x).float().square().mean()
+    import attention  # bench/attention.py: its models and token batches
+    import attention_models
+
+    model = attention_models.make("gpt2").to(device=device, dtype=torch.bfloat16)
+    x, target = attention.tokens(attention.FULL, device), attention.tokens(attention.FULL, device, seed=1)
+    return model, lambda forward: torch.nn.functional.cross_entropy(forward(x).flatten(0, 1).float(),
+                                                                     target.flatten())
 
 
 def ddp_train_step(model_name: str, device: str):
     """One device's compiled DDP train step, in the child process of
-    bench/compile.py's train_steps: (model, optimizer, step, input)."""
-    assert model_name == MODEL, model_name
+    bench/compile.py's train_steps: (model, optimizer, step, None)."""
     if device != "cuda":
         harness.load_plugin()
     store = os.path.join(tempfile.mkdtemp(prefix="devbridge-bench-distributed-"), "store")
     dist.init_process_group(backend=BACKENDS[device], init_method=f"file://{store}", rank=0, world_size=1,
                             timeout=datetime.timedelta(seconds=120))
-    torch.manual_seed(0)
-    model = Stack(WIDTH, BLOCKS).to(device=device, dtype=torch.bfloat16)
+    model, loss_of = model_and_loss(model_name, device)
     ddp = torch.compile(DDP(model, device_ids=[0]))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    x = torch.randn(*BATCH, WIDTH, generator=torch.Generator().manual_seed(1)).to(device=device,
-                                                                                   dtype=torch.bfloat16)
 
     def step():
         optimizer.zero_grad(set_to_none=True)
-        loss = ddp(x).float().square().mean()
+        loss = loss_of(ddp)
         loss.backward()
         optimizer.step()
         return loss.detach()
 
-    return ddp, optimizer, step, x
+    return ddp, optimizer, step, None
 
 
 def main() -> int:
@@ -95,7 +112,8 @@ def main() -> int:
     parser.add_argument("--results-dir", type=pathlib.Path, default=HERE / "results")
     parser.add_argument("--iterations", type=int, default=20, help="steps per sample")
     parser.add_argument("--pairs", type=int, default=9, help="alternating cuda/cudadev samples")
-    parser.add_argument("--child-train", choices=(MODEL,), help=argparse.SUPPRESS)
+    parser.add_argument("--models", default="ddp", help=f"comma list of {', '.join(MODELS)} (default: ddp)")
+    parser.add_argument("--child-train", choices=tuple(MODELS), help=argparse.SUPPRESS)
     parser.add_argument("--child-device", help=argparse.SUPPRESS)
     parser.add_argument("--child-cpu", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -103,6 +121,9 @@ def main() -> int:
         harness.train_step_child(args.child_train, args.child_device, args.iterations, args.child_cpu,
                                  make_step=ddp_train_step)
         return 0
+    models = [name for name in args.models.split(",") if name]
+    if not models or set(models) - set(MODELS):
+        parser.error(f"--models takes a comma list of {', '.join(MODELS)}; got {args.models!r}")
     import devbridge
     import triton
 
@@ -111,27 +132,30 @@ def main() -> int:
             "cpu": harness.cpu_model(), "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
             "triton": triton.__version__, "python": platform.python_version(), "devbridge": devbridge.__version__,
             "commit": harness.git_commit(), "iterations": args.iterations, "pairs": args.pairs,
-            "machine": args.machine, "parts": ["ddp"]}
+            "machine": args.machine, "parts": models}
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(harness.CACHE / "inductor"))
-    results = harness.train_steps(MODEL, args.pairs, args.iterations, script=__file__)
-    samples = {device: results[device]["samples"] for device in results}
-    label = f"compiled DDP train step, world size 1, {BLOCKS} MLP blocks {WIDTH} wide, bf16, AdamW"
-    rows = []
-    for device in results:
-        rows.append(harness.row(f"{label}: on {device}, a process of its own", statistics.median(samples[device]),
-                                "ms/iter", group="ddp", device=device, samples=samples[device], model=label,
-                                series=f"torch.compile on {device}", loss=results[device]["loss"],
-                                backend=BACKENDS[device]))
-    summary = harness.ratio_summary(samples)
-    rows.append(harness.row(f"{label}: ratio cudadev/cuda", summary["median"], "ratio", target=f"<= {TARGET}",
-                            target_met=summary["median"] <= TARGET, spread=summary, group="ddp"))
-    rows = [{**row, "commit": meta["commit"]} for row in rows]
     args.results_dir.mkdir(parents=True, exist_ok=True)
     stem = args.results_dir / f"distributed_{args.machine}"
-    stem.with_suffix(".json").write_text(json.dumps({**meta, "rows": rows}, indent=1))
-    stem.with_suffix(".md").write_text(harness.table(rows, meta).replace(
-        "# torch.compile:", "# torch.distributed (DDP, world size 1), torch.compile:", 1))
-    harness.plot(rows, meta, stem.with_suffix(".png"))
+    # rows of the models this run leaves out stay (the ratio row of the MLP
+    # stack predates the model tag: its label names it)
+    rows = harness.earlier_rows(stem.with_suffix(".json"), lambda row: row.get("ddp_model", "ddp") in models)
+    for model_name in models:
+        results = harness.train_steps(model_name, args.pairs, args.iterations, script=__file__)
+        samples = {device: results[device]["samples"] for device in results}
+        label = MODELS[model_name]
+        for device in results:
+            rows.append(harness.row(f"{label}: on {device}, a process of its own", statistics.median(samples[device]),
+                                    "ms/iter", group="ddp", device=device, samples=samples[device], model=label,
+                                    series=f"torch.compile on {device}", loss=results[device]["loss"],
+                                    backend=BACKENDS[device], ddp_model=model_name, commit=meta["commit"]))
+        summary = harness.ratio_summary(samples)
+        rows.append(harness.row(f"{label}: ratio cudadev/cuda", summary["median"], "ratio", target=f"<= {TARGET}",
+                                target_met=summary["median"] <= TARGET, spread=summary, group="ddp",
+                                ddp_model=model_name, commit=meta["commit"]))
+        stem.with_suffix(".json").write_text(json.dumps({**meta, "rows": rows}, indent=1))
+        stem.with_suffix(".md").write_text(harness.table(rows, meta).replace(
+            "# torch.compile:", "# torch.distributed (DDP, world size 1), torch.compile:", 1))
+        harness.plot(rows, meta, stem.with_suffix(".png"))
     print(stem.with_suffix(".md").read_text())
     return 0
 
