@@ -205,11 +205,13 @@ PYEOF
 want bench && step bench_triton_launch 240 "$PY" "$ROOT/bench/triton_launch.py" \
   --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT"
 # torch.distributed on cudadev: its NCCL backend's tests, and a compiled DDP
-# step on cudadev vs cuda, world size 1 (bench/distributed.py).
+# step on cudadev vs cuda, world size 1 (bench/distributed.py;
+# BENCH_DISTRIBUTED_MODELS: ddp, ddp_gpt2, default both).
 want distributed && step pytest_cudadev_distributed 180 "${PYTEST[@]}" \
   "$ROOT/plugins/cudadev/tests/python/test_cudadev_distributed.py" --junitxml="$OUT/junit_cudadev_distributed.xml"
-{ want bench || want distributed; } && step bench_distributed 240 env TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PY" \
-  "$ROOT/bench/distributed.py" --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT"
+{ want bench || want distributed; } && step bench_distributed 420 env TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PY" \
+  "$ROOT/bench/distributed.py" --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT" \
+  --models "${BENCH_DISTRIBUTED_MODELS:-ddp,ddp_gpt2}"
 # GPU-marked devbridge tests (Triton, torch.compile, ...) run on cudadev.
 { want tests || want cudadev; } && step pytest_gpu 240 --no-tests-ok env DEVBRIDGE_TEST_PLUGIN=torch_cudadev \
   "${PYTEST[@]}" "$ROOT/tests/python" -m gpu --junitxml="$OUT/junit_gpu.xml"
