@@ -147,49 +147,30 @@ class CudadevNcclBackend : public c10d::Backend {
   }
   c10::intrusive_ptr<c10d::Work> allgather(Nested& outputs, std::vector<at::Tensor>& inputs,
                                            const c10d::AllgatherOptions& opts) override {
-    std::vector<at::Tensor> operands = inputs;
-    const std::vector<size_t> sizes = append_nested(operands, outputs);
-    const size_t count = inputs.size();
-    return run("cdnccl allgather", c10d::OpType::ALLGATHER, operands, flattened(outputs), [&](auto& a) {
-      Nested out = take_nested(a, count, sizes);
-      std::vector<at::Tensor> in = take(a, 0, count);
+    return run_nested_outputs("cdnccl allgather", c10d::OpType::ALLGATHER, outputs, inputs, [&](auto& out, auto& in) {
       return nccl_->allgather(out, in, on_current_stream(opts));
     });
   }
   c10::intrusive_ptr<c10d::Work> gather(Nested& outputs, std::vector<at::Tensor>& inputs,
                                         const c10d::GatherOptions& opts) override {
     // outputs: the root's list of one tensor per rank; empty on the others
-    std::vector<at::Tensor> operands = inputs;
-    const std::vector<size_t> sizes = append_nested(operands, outputs);
-    const size_t count = inputs.size();
-    return run("cdnccl gather", c10d::OpType::GATHER, operands, flattened(outputs), [&](auto& a) {
-      Nested out = take_nested(a, count, sizes);
-      std::vector<at::Tensor> in = take(a, 0, count);
+    return run_nested_outputs("cdnccl gather", c10d::OpType::GATHER, outputs, inputs, [&](auto& out, auto& in) {
       return nccl_->gather(out, in, on_current_stream(opts));
     });
   }
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, Nested& inputs,
                                          const c10d::ScatterOptions& opts) override {
     // inputs: the root's list of one tensor per rank; empty on the others
-    std::vector<at::Tensor> operands = outputs;
-    const std::vector<size_t> sizes = append_nested(operands, inputs);
-    const size_t count = outputs.size();
-    return run("cdnccl scatter", c10d::OpType::SCATTER, operands, outputs, [&](auto& a) {
-      std::vector<at::Tensor> out = take(a, 0, count);
-      Nested in = take_nested(a, count, sizes);
+    return run_nested_inputs("cdnccl scatter", c10d::OpType::SCATTER, outputs, inputs, [&](auto& out, auto& in) {
       return nccl_->scatter(out, in, on_current_stream(opts));
     });
   }
   c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs, Nested& inputs,
                                                 const c10d::ReduceScatterOptions& opts) override {
-    std::vector<at::Tensor> operands = outputs;
-    const std::vector<size_t> sizes = append_nested(operands, inputs);
-    const size_t count = outputs.size();
-    return run("cdnccl reduce_scatter", c10d::OpType::REDUCE_SCATTER, operands, outputs, [&](auto& a) {
-      std::vector<at::Tensor> out = take(a, 0, count);
-      Nested in = take_nested(a, count, sizes);
-      return nccl_->reduce_scatter(out, in, on_current_stream(opts));
-    });
+    return run_nested_inputs("cdnccl reduce_scatter", c10d::OpType::REDUCE_SCATTER, outputs, inputs,
+                             [&](auto& out, auto& in) {
+                               return nccl_->reduce_scatter(out, in, on_current_stream(opts));
+                             });
   }
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                           const c10d::AllToAllOptions& opts) override {
@@ -286,6 +267,36 @@ class CudadevNcclBackend : public c10d::Backend {
       nccl_work = call(aliases);
     }
     return c10::make_intrusive<CudadevWork>(rank_, type, device, std::move(outputs), std::move(nccl_work));
+  }
+
+  // run() for a collective whose outputs are a list per input (allgather,
+  // gather): call(outputs, inputs) gets their aliases.
+  template <class Call>
+  c10::intrusive_ptr<c10d::Work> run_nested_outputs(const char* what, c10d::OpType type, const Nested& outputs,
+                                                    const std::vector<at::Tensor>& inputs, Call call) {
+    std::vector<at::Tensor> operands = inputs;
+    const std::vector<size_t> sizes = append_nested(operands, outputs);
+    const size_t count = inputs.size();
+    return run(what, type, operands, flattened(outputs), [&](auto& a) {
+      Nested out = take_nested(a, count, sizes);
+      std::vector<at::Tensor> in = take(a, 0, count);
+      return call(out, in);
+    });
+  }
+  // run() for a collective whose inputs are a list per output (scatter,
+  // reduce_scatter).
+  template <class Call>
+  c10::intrusive_ptr<c10d::Work> run_nested_inputs(const char* what, c10d::OpType type,
+                                                   const std::vector<at::Tensor>& outputs, const Nested& inputs,
+                                                   Call call) {
+    std::vector<at::Tensor> operands = outputs;
+    const std::vector<size_t> sizes = append_nested(operands, inputs);
+    const size_t count = outputs.size();
+    return run(what, type, operands, outputs, [&](auto& a) {
+      std::vector<at::Tensor> out = take(a, 0, count);
+      Nested in = take_nested(a, count, sizes);
+      return call(out, in);
+    });
   }
 
   c10::intrusive_ptr<c10d::Backend> nccl_;
