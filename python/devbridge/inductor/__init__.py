@@ -212,11 +212,11 @@ def register(device: str | None = None) -> str:
             _torch_api.share_template_heuristics(name, peer)
             patched.append("torch._inductor.template_heuristics.registry.get_template_heuristic: replaced where "
                            f"bound ({name!r} GEMM templates take {peer!r}'s configs under max-autotune)")
-            _torch_api.share_config_heuristics(name, peer, _declared_capability(interface))
-            patched.append("torch._inductor.choices.InductorChoices.get_config_heuristics: replaced ("
-                           f"{name!r} flex-attention and convolution templates take {peer!r}'s configs for the "
-                           "declared compute capability), torch.cuda.get_device_capability: wrapped (answers it "
-                           "inside those heuristics only)")
+            if _torch_api.share_config_heuristics(name, peer, _declared_capability(interface)) != "absent":
+                    patched.append("torch._inductor.choices.InductorChoices.get_config_heuristics: replaced ("
+                               f"{name!r} flex-attention and convolution templates take {peer!r}'s configs for the "
+                               "declared compute capability), torch.cuda.get_device_capability: wrapped (answers "
+                               "it inside those heuristics only)")
         how = _torch_api.register_benchmarker(name)
         patched.append(f"torch._inductor.runtime.benchmarking: {how}")
         from . import distributed

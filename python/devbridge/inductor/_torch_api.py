@@ -580,7 +580,7 @@ def capture_rerecord_limit() -> int:
     128 by default)."""
     from torch._inductor import config
 
-    return int(config.triton.cudagraph_unexpected_rerecord_limit)
+    return int(getattr(config.triton, "cudagraph_unexpected_rerecord_limit", 128))
 
 
 def data_pointers_equal(tensors: list, data_pointers: list, indices: list) -> bool:
@@ -616,7 +616,9 @@ def share_config_heuristics(device: str, peer: str, capability) -> str:
     (template_heuristics/triton.py; 2.14: heuristics/template/triton.py)."""
     from torch._inductor import choices
 
-    original = choices.InductorChoices.get_config_heuristics
+    original = getattr(choices.InductorChoices, "get_config_heuristics", None)
+    if original is None:
+        return "absent"
     peers = getattr(original, "_devbridge_peers", None)
     if peers is not None:
         peers[device] = (peer, capability)
@@ -1114,9 +1116,11 @@ def block_mask_from_tensors_supported() -> bool:
     leaves them by default)."""
     import inspect
 
-    from torch.nn.attention.flex_attention import BlockMask
+    from torch.nn.attention import flex_attention as flex
 
-    names = tuple(inspect.signature(BlockMask.__init__).parameters)[1:1 + len(_BLOCK_MASK_FIELDS)]
+    if not all(hasattr(flex, name) for name in ("BlockMask", "noop_mask", "_LARGE_SPARSE_BLOCK_SIZE")):
+        return False
+    names = tuple(inspect.signature(flex.BlockMask.__init__).parameters)[1:1 + len(_BLOCK_MASK_FIELDS)]
     return names == _BLOCK_MASK_FIELDS
 
 

@@ -97,6 +97,9 @@ REGISTERED_SAMPLES = [
     Sample("aten::baddbmm", lambda: ([s0(2, 2, 4), s0(2, 2, 3), s0(2, 3, 4)], {})),
     Sample("aten::baddbmm.out", lambda: ([s0(2, 2, 4), s0(2, 2, 3), s0(2, 3, 4)], {"out": s0(2, 2, 4)})),
     Sample("aten::baddbmm_", lambda: ([s0(2, 2, 4), s0(2, 2, 3), s0(2, 3, 4)], {})),
+    # the losses the fallback runs as functional operators (ops/Fallback.cpp)
+    Sample("aten::mse_loss", lambda: ([s0(2, 3), s0(2, 3)], {})),
+    Sample("aten::smooth_l1_loss", lambda: ([s0(2, 3), s0(2, 3)], {})),
     Sample("aten::neg.out", lambda: ([s0(2, 3)], {"out": s0(2, 3)})),
     Sample("aten::exp.out", lambda: ([s0(2, 3)], {"out": s0(2, 3)})),
     Sample("aten::sum.IntList_out", lambda: ([s0(2, 3), [0]], {"out": s0(3)})),
