@@ -6,7 +6,9 @@ replays happened (a silently uncaptured graph would pass the value checks)."""
 
 from __future__ import annotations
 
+import gc
 import logging
+import weakref
 
 import pytest
 import torch
@@ -218,6 +220,20 @@ def test_a_parameter_replaced_by_another_tensor_is_captured_again_up_to_inductor
     assert counted["captures"] == 2, graph_capture_counts()
     assert "its parameters or other static inputs moved 2 times" in caplog.text, caplog.text
     assert counted["not_captured"] == 1, graph_capture_counts()
+
+
+def test_a_capture_does_not_keep_a_replaced_parameter_alive():
+    model = small_model(0)
+    compiled = torch.compile(model, mode="reduce-overhead")
+    x = host(4, 16, seed=2).to("simdev")
+    with torch.no_grad():
+        for _ in range(3):
+            compiled(x)  # warm-up, capture, replay
+        replaced = weakref.ref(model[0].weight)
+        model[0].weight = torch.nn.Parameter(host(32, 16, seed=10).to("simdev"))
+        torch.testing.assert_close(compiled(x).cpu(), model(x).cpu())  # a capture for the new one
+    gc.collect()
+    assert replaced() is None, gc.get_referrers(replaced())
 
 
 def test_random_numbers_are_not_captured_and_say_so(caplog):

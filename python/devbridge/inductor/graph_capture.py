@@ -242,6 +242,12 @@ class _Graphified:
         except Exception as error:  # noqa: BLE001  (the plugin's refusal: run the graph as compiled)
             _report(self.device, f"the plugin refused the capture: {error}")
             return None
+        # The inputs used in place are not kept: the graph reads whatever is at
+        # their addresses, which a replay finds the inputs of the call at
+        # (_find), and a replaced parameter is not held alive by the capture
+        # made for it.
+        copied = {i for i, _, _ in capture.copied}
+        capture.static_inputs = [x if i in copied else None for i, x in enumerate(capture.static_inputs)]
         capture.as_tuple = isinstance(outputs, tuple)
         capture.outputs = list(outputs)
         # The graph's own output memory, for handing out fresh tensors over it
