@@ -213,7 +213,7 @@ def register(device: str | None = None) -> str:
             patched.append("torch._inductor.template_heuristics.registry.get_template_heuristic: replaced where "
                            f"bound ({name!r} GEMM templates take {peer!r}'s configs under max-autotune)")
             if _torch_api.share_config_heuristics(name, peer, _declared_capability(interface)) != "absent":
-                    patched.append("torch._inductor.choices.InductorChoices.get_config_heuristics: replaced ("
+                patched.append("torch._inductor.choices.InductorChoices.get_config_heuristics: replaced ("
                                f"{name!r} flex-attention and convolution templates take {peer!r}'s configs for the "
                                "declared compute capability), torch.cuda.get_device_capability: wrapped (answers "
                                "it inside those heuristics only)")
