@@ -100,6 +100,7 @@ Sources: torch/_dynamo/, torch/_inductor/ and torch/utils/_triton.py of pytorch
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 import threading
 
@@ -674,13 +675,12 @@ def _pin_cuda_capability_queries() -> None:
     if getattr(original, "_devbridge_pinnable", False):
         return
 
+    @functools.wraps(original)
     def get_device_capability(*args, **kwargs):
         pinned = getattr(_capability_pin, "value", None)
         return pinned if pinned is not None else original(*args, **kwargs)
 
     get_device_capability._devbridge_pinnable = True
-    get_device_capability.__wrapped__ = original
-    get_device_capability.__doc__ = original.__doc__
     torch.cuda.get_device_capability = get_device_capability
 
 
