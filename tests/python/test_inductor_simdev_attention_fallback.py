@@ -167,7 +167,10 @@ def test_a_device_compiling_for_cuda_takes_cudas_flex_configs_for_its_capability
     choices = InductorChoices()
     generic = choices.get_flex_attention_bwd_configs(64, torch.bfloat16, "gemmdev")
     assert generic == [FlexBwDConfig(16, 16, 16, 16, 1, 4)]
-    assert _torch_api.share_config_heuristics("gemmdev", "cuda", lambda: (9, 0)) in ("replaced", "already")
+    shared = _torch_api.share_config_heuristics("gemmdev", "cuda", lambda: (9, 0))
+    if shared == "absent":
+        pytest.skip(f"torch {torch.__version__} has no InductorChoices.get_config_heuristics")
+    assert shared in ("replaced", "already")
     assert _torch_api.share_config_heuristics("gemmdev8", "cuda", lambda: (8, 0)) == "already"
     peers = InductorChoices.get_config_heuristics._devbridge_peers
     try:
@@ -200,7 +203,8 @@ def test_cudas_flex_configs_compile_and_run_on_the_plugin_device():
     them, runs and computes the math's gradients."""
     from devbridge.inductor import _torch_api
 
-    _torch_api.share_config_heuristics(DEVICE, "cuda", lambda: (9, 0))
+    if _torch_api.share_config_heuristics(DEVICE, "cuda", lambda: (9, 0)) == "absent":
+        pytest.skip(f"torch {torch.__version__} has no InductorChoices.get_config_heuristics")
     peers = torch._inductor.choices.InductorChoices.get_config_heuristics._devbridge_peers
     try:
         q, k, v = qkv(dtype=torch.bfloat16, q_len=128, kv_len=128, dim=64)
