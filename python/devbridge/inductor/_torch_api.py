@@ -585,13 +585,14 @@ def capture_rerecord_limit() -> int:
 
 
 def data_pointers_equal(tensors: list, data_pointers: list, indices: list) -> bool:
-    """Whether tensors[indices[k]].data_ptr() == data_pointers[k] for every k:
+    """Whether tensors[i].data_ptr() == data_pointers[i] for every i in
+    `indices` (data_pointers is indexed as tensors are):
     torch._C._tensors_data_ptrs_at_indices_equal, the check CUDA graph trees
-    make on every replay, in C++ (2.13.0's CPU build has it; 2.14.1's CUDA
-    build, run without a GPU, does not), else the same in Python."""
+    make on every replay, in C++ (2.14.1 has it; 2.13.0's CPU build does
+    not), else the same in Python."""
     if _data_pointers_equal is not None:
         return _data_pointers_equal(tensors, data_pointers, indices)
-    return all(tensors[i].data_ptr() == pointer for i, pointer in zip(indices, data_pointers))
+    return all(tensors[i].data_ptr() == data_pointers[i] for i in indices)
 
 
 _data_pointers_equal = getattr(torch._C, "_tensors_data_ptrs_at_indices_equal", None)

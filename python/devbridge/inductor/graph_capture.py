@@ -156,7 +156,7 @@ def _copy_into(dst: torch.Tensor, src: torch.Tensor, dims: list[int]) -> None:
 class _Capture:
     # copied: (input index, static buffer, its expanded dimensions) per input
     # that each replay copies in, decided once at the capture. static_addresses:
-    # the data pointers of the inputs used in place, at static_tensor_idxs.
+    # per input, the data pointer of one used in place, else None.
     __slots__ = ("graph", "static_inputs", "copied", "written_back", "outputs", "as_tuple", "memory",
                  "static_addresses")
 
@@ -219,7 +219,8 @@ class _Graphified:
         from .. import graphs
 
         capture = _Capture()
-        capture.static_addresses = [inputs[i].data_ptr() for i in self.static_tensor_idxs]
+        in_place = set(self.static_tensor_idxs)
+        capture.static_addresses = [x.data_ptr() if i in in_place else None for i, x in enumerate(inputs)]
         capture.static_inputs = []
         capture.copied, capture.written_back = [], []
         for i, x in enumerate(inputs):
