@@ -29,6 +29,20 @@ std::string messageOf(const std::exception_ptr& error) {
   }
 }
 
+// What the handle of a failed collective raises (Work.wait(), synchronize()):
+// a DistBackendError naming the collective, as torch reports a failed
+// collective of NCCL's, rather than the collective library's own exception
+// (Gloo's RuntimeError), which named no collective and was another type than
+// the same failure reported a moment later (AcceleratorError at the stream's
+// synchronization, DistBackendError at the next collective).
+std::exception_ptr asDistBackendError(const char* what, const std::exception_ptr& error) {
+  try {
+    C10_THROW_ERROR(DistBackendError, std::string(what) + " failed: " + messageOf(error));
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
 // The simdev device of the operands; nullopt when none is a simdev tensor.
 // Refuses operands on two devices, or simdev tensors mixed with others.
 std::optional<c10::DeviceIndex> commonDevice(const char* what, const std::vector<at::Tensor>& tensors) {
@@ -203,7 +217,7 @@ void SimdevBackend::runInTurn(const char* what, std::chrono::milliseconds timeou
     order_.finish(ticket);
     gloo_work->wait();
   } catch (...) {
-    outcome.fail(std::current_exception());
+    outcome.fail(asDistBackendError(what, std::current_exception()));
     recordFailure(what, std::current_exception());
     throw;
   }

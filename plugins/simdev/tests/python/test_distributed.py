@@ -187,6 +187,37 @@ def test_a_failed_collective_on_a_side_stream_fails_the_stream_that_waits_for_it
     assert "raised" in rank0.stdout, describe([rank0, rank1])
 
 
+THE_HANDLE_OF_A_FAILED_COLLECTIVE = '''
+init_group(timeout_s=10)
+x = torch.ones(1000, device=DEVICE)
+dist.all_reduce(x)
+torch.simdev.synchronize()
+if RANK == 1:
+    os._exit(3)
+import time
+time.sleep(0.5)
+work = dist.all_reduce(x, async_op=True)
+deadline = time.monotonic() + 10
+while not work.is_completed() and time.monotonic() < deadline:
+    time.sleep(0.05)  # the peer is gone: Gloo fails the collective at once
+time.sleep(0.2)
+try:
+    work.wait()
+except dist.DistBackendError as error:
+    assert str(error).startswith("sdgloo allreduce failed: ") and "by peer" in str(error), error
+    print("raised")
+'''
+
+
+def test_the_handle_of_a_collective_that_failed_raises_a_dist_backend_error_naming_it(tmp_path):
+    # It raised Gloo's own RuntimeError, naming no collective, where the same
+    # failure is AcceleratorError at the stream's synchronization and
+    # DistBackendError at the next collective.
+    rank0, rank1 = run_ranks(THE_HANDLE_OF_A_FAILED_COLLECTIVE, 2, tmp_path, deadline_s=60)
+    assert rank1.returncode == 3, describe([rank0, rank1])
+    assert "raised" in rank0.stdout, describe([rank0, rank1])
+
+
 def test_a_bare_init_process_group_makes_an_sdgloo_group_that_says_so(tmp_path):
     # torch 2.11 and 2.13 set such a group's default backend type to Gloo's
     # (torch_simdev.distributed._name_the_default_backend_custom).
