@@ -155,7 +155,9 @@ def test_collectives_on_two_streams_reach_gloo_in_program_order(tmp_path):
     assert_all_passed(ranks)
 
 
-A_PEER_DIES_DURING_A_SIDE_STREAM_COLLECTIVE = '''
+# Both ranks run one collective, then rank 1 dies (exit status 3) and rank 0
+# goes on alone after half a second.
+AFTER_A_PEER_DIED = '''
 init_group(timeout_s=10)
 x = torch.ones(1000, device=DEVICE)
 dist.all_reduce(x)
@@ -164,6 +166,9 @@ if RANK == 1:
     os._exit(3)
 import time
 time.sleep(0.5)
+'''
+
+A_PEER_DIES_DURING_A_SIDE_STREAM_COLLECTIVE = AFTER_A_PEER_DIED + '''
 # FSDP2's pattern: the collective on a side stream, the default stream waits
 # for it through an event. The failure must reach the default stream.
 side = torch.simdev.Stream()
@@ -187,15 +192,7 @@ def test_a_failed_collective_on_a_side_stream_fails_the_stream_that_waits_for_it
     assert "raised" in rank0.stdout, describe([rank0, rank1])
 
 
-THE_HANDLE_OF_A_FAILED_COLLECTIVE = '''
-init_group(timeout_s=10)
-x = torch.ones(1000, device=DEVICE)
-dist.all_reduce(x)
-torch.simdev.synchronize()
-if RANK == 1:
-    os._exit(3)
-import time
-time.sleep(0.5)
+THE_HANDLE_OF_A_FAILED_COLLECTIVE = AFTER_A_PEER_DIED + '''
 work = dist.all_reduce(x, async_op=True)
 deadline = time.monotonic() + 10
 while not work.is_completed() and time.monotonic() < deadline:
