@@ -155,9 +155,14 @@ def _copy_into(dst: torch.Tensor, src: torch.Tensor, dims: list[int]) -> None:
 
 class _Capture:
     # copied: (input index, static buffer, its expanded dimensions) per input
-    # that each replay copies in, decided once at the capture. static_addresses:
-    # per input, the data pointer of one used in place, else None.
-    __slots__ = ("graph", "static_inputs", "copied", "written_back", "outputs", "as_tuple", "memory",
+    # that each replay copies in, decided once at the capture; written_back:
+    # (input index, static buffer) of those the graph mutates. in_place: the
+    # indices of the tensors used in place; static_addresses: per input, the
+    # data pointer of one used in place, else None. The tensors used in place
+    # are not kept: the graph reads whatever is at their addresses, where a
+    # replay finds the inputs of its call (_find), and a replaced parameter is
+    # not held alive by the capture made for it.
+    __slots__ = ("graph", "copied", "written_back", "outputs", "as_tuple", "memory", "in_place",
                  "static_addresses")
 
 
@@ -175,13 +180,10 @@ class _Graphified:
         self.warmed: set = set()
         self.captures: dict = {}  # signature -> its captures, one per set of static input addresses
         self.uncaptured: set = set()
-        self.static_tensor_idxs: list | None = None  # the static inputs that are tensors (first call)
 
     def __call__(self, inputs: list):
         from . import _torch_api
 
-        if self.static_tensor_idxs is None:
-            self.static_tensor_idxs = [i for i in sorted(self.static) if isinstance(inputs[i], torch.Tensor)]
         key = _signature(inputs)
         capture = self._find(self.captures.get(key, ()), inputs)
         if capture is None:
@@ -206,12 +208,13 @@ class _Graphified:
                     captured.append(capture)
         return self._replay(capture, inputs)
 
-    def _find(self, captures, inputs: list) -> _Capture | None:
+    @staticmethod
+    def _find(captures, inputs: list) -> _Capture | None:
         """The capture made for the static inputs' current addresses."""
         from . import _torch_api
 
         for capture in captures:
-            if _torch_api.data_pointers_equal(inputs, capture.static_addresses, self.static_tensor_idxs):
+            if _torch_api.data_pointers_equal(inputs, capture.static_addresses, capture.in_place):
                 return capture
         return None
 
@@ -219,36 +222,31 @@ class _Graphified:
         from .. import graphs
 
         capture = _Capture()
-        in_place = set(self.static_tensor_idxs)
+        capture.in_place = [i for i in sorted(self.static) if isinstance(inputs[i], torch.Tensor)]
+        in_place = set(capture.in_place)
         capture.static_addresses = [x.data_ptr() if i in in_place else None for i, x in enumerate(inputs)]
-        capture.static_inputs = []
+        static_inputs = []
         capture.copied, capture.written_back = [], []
         for i, x in enumerate(inputs):
             if isinstance(x, torch.Tensor) and i not in self.static:
                 buffer = torch.empty_strided(x.size(), x.stride(), dtype=x.dtype, device=x.device)
                 dims = _expanded_dims(buffer)
                 _copy_into(buffer, x, dims)
-                capture.static_inputs.append(buffer)
+                static_inputs.append(buffer)
                 capture.copied.append((i, buffer, dims))
                 if i in self.mutated:
-                    capture.written_back.append(i)
+                    capture.written_back.append((i, buffer))
             else:
-                capture.static_inputs.append(x)
+                static_inputs.append(x)
         capture.graph = graphs.Graph()
         device = next(x.device for x in inputs if isinstance(x, torch.Tensor) and x.device.type == self.device)
         try:
             with torch.accelerator.device_index(device.index):
                 with graphs.graph(capture.graph):
-                    outputs = self.model(list(capture.static_inputs))
+                    outputs = self.model(static_inputs)
         except Exception as error:  # noqa: BLE001  (the plugin's refusal: run the graph as compiled)
             _report(self.device, f"the plugin refused the capture: {error}")
             return None
-        # The inputs used in place are not kept: the graph reads whatever is at
-        # their addresses, which a replay finds the inputs of the call at
-        # (_find), and a replaced parameter is not held alive by the capture
-        # made for it.
-        copied = {i for i, _, _ in capture.copied}
-        capture.static_inputs = [x if i in copied else None for i, x in enumerate(capture.static_inputs)]
         capture.as_tuple = isinstance(outputs, tuple)
         capture.outputs = list(outputs)
         # The graph's own output memory, for handing out fresh tensors over it
@@ -265,9 +263,8 @@ class _Graphified:
         if self.is_backward:
             _move_held_outputs(capture)
         capture.graph.replay()
-        static_inputs = capture.static_inputs
-        for i in capture.written_back:
-            inputs[i].copy_(static_inputs[i])
+        for i, buffer in capture.written_back:
+            inputs[i].copy_(buffer)
         inputs.clear()
         _count("replays")
         return tuple(capture.outputs) if capture.as_tuple else list(capture.outputs)
