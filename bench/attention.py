@@ -144,7 +144,7 @@ FALLBACK_TARGET = 2.0  # math decomposition / flex-attention templates, on cudad
 # and 32, where the GPU sets it and the wall time measures the attention
 # itself (the target's row). Each batch's torch.cuda backward runs in a child
 # process of its own, named here.
-FALLBACK_BATCHES = {4: "attention_backward", 32: "attention_backward_batch32"}
+FALLBACK_BATCHES = {32: "attention_backward_batch32", 4: "attention_backward"}  # the target's first
 ATTENTION_SHAPE = dict(heads=16, kv_heads=4, length=512, head=64)  # the Llama-style model's attention
 
 

@@ -158,8 +158,11 @@ step build_simdev 180 "${PIP_INSTALL[@]}" "$ROOT/plugins/simdev"
 # autoloaded: proves devbridge and simdev on the oldest supported torch, and
 # the DLPack numbers on it. Runs before cudadev is installed (one PrivateUse1
 # plugin per process; autoload would load both).
-{ want tests || want simdev; } && step pytest_simdev 300 env TORCH_DEVICE_BACKEND_AUTOLOAD=1 "${PYTEST[@]}" -q -n 8 --dist loadfile \
-  "$ROOT/tests/python" "$ROOT/plugins/simdev/tests/python" --junitxml="$OUT/junit_simdev.xml"
+# GPU_SUITE_SIMDEV_TESTS (paths relative to the repository, space-separated)
+# runs part of it instead, e.g. a file changed since the last whole run.
+read -r -a SIMDEV_TESTS <<<"${GPU_SUITE_SIMDEV_TESTS:-tests/python plugins/simdev/tests/python}"
+{ want tests || want simdev; } && step pytest_simdev 420 env TORCH_DEVICE_BACKEND_AUTOLOAD=1 "${PYTEST[@]}" -q -n 8 --dist loadfile \
+  "${SIMDEV_TESTS[@]/#/$ROOT/}" --junitxml="$OUT/junit_simdev.xml"
 { want tests || want simdev; } && step check_simdev 60 bash -c 'TORCH_DEVICE_BACKEND_AUTOLOAD=1 "$0" -m devbridge check --json >"$1"' \
   "$PY" "$OUT/check_simdev.json"
 # The compile part alone: simdev's torch.compile tests on this torch and Triton.

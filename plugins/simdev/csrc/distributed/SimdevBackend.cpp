@@ -1,8 +1,11 @@
 #include "distributed/SimdevBackend.h"
 
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
 #include <exception>
+#include <numeric>
 #include <optional>
 #include <utility>
 
@@ -131,6 +134,50 @@ struct PremulSum {
     return factor_is_operand ? aliases.back().item<double>() : factor;
   }
 };
+
+// The list-form alltoall as one alltoall_base over the tensors laid end to
+// end: input i goes to rank i, output j comes from rank j, each flattened.
+// Gloo's own list form is not there on every torch this plugin builds
+// against (torch 2.11's ProcessGroupGloo refuses it: "Backend gloo does not
+// support alltoall"); its alltoall_base with split sizes is. Waits for Gloo
+// before copying the received block into the outputs, so the Work it
+// returns has completed.
+c10::intrusive_ptr<c10d::Work> alltoallEndToEnd(c10d::Backend& gloo, std::vector<at::Tensor>& outputs,
+                                                std::vector<at::Tensor>& inputs, const c10d::AllToAllOptions& opts) {
+  std::vector<int64_t> input_splits, output_splits;
+  for (const at::Tensor& tensor : inputs) input_splits.push_back(tensor.numel());
+  for (const at::Tensor& tensor : outputs) output_splits.push_back(tensor.numel());
+  std::vector<at::Tensor> flat_inputs;
+  for (const at::Tensor& tensor : inputs) flat_inputs.push_back(tensor.reshape(-1));
+  at::Tensor input = at::cat(flat_inputs);
+  at::Tensor output = at::empty({std::accumulate(output_splits.begin(), output_splits.end(), int64_t{0})},
+                                outputs.front().options());
+  // Copies: Gloo takes the split sizes by reference and moves them into its work.
+  std::vector<int64_t> gloo_output_splits = output_splits, gloo_input_splits = input_splits;
+  c10::intrusive_ptr<c10d::Work> work =
+      gloo.alltoall_base(output, input, gloo_output_splits, gloo_input_splits, opts);
+  work->wait();
+  int64_t offset = 0;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    outputs[i].view(-1).copy_(output.narrow(0, offset, output_splits[i]));
+    offset += output_splits[i];
+  }
+  return work;
+}
+
+// What alltoall needs of its lists: one tensor per rank in each, one dtype.
+void checkAlltoallLists(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs, int size) {
+  TORCH_CHECK_VALUE(inputs.size() == static_cast<size_t>(size) && outputs.size() == static_cast<size_t>(size),
+                    "sdgloo alltoall: ", inputs.size(), " input and ", outputs.size(),
+                    " output tensors for a group of ", size, " ranks; pass one tensor per rank in each list");
+  for (const auto* list : {&inputs, &outputs}) {
+    for (const at::Tensor& tensor : *list) {
+      TORCH_CHECK_VALUE(tensor.scalar_type() == inputs.front().scalar_type(), "sdgloo alltoall: tensors of ",
+                        inputs.front().scalar_type(), " and ", tensor.scalar_type(),
+                        "; pass the tensors of one alltoall in one dtype");
+    }
+  }
+}
 
 }  // namespace
 
@@ -446,6 +493,7 @@ c10::intrusive_ptr<c10d::Work> SimdevBackend::alltoall_base(at::Tensor& output, 
 c10::intrusive_ptr<c10d::Work> SimdevBackend::alltoall(std::vector<at::Tensor>& outputs,
                                                        std::vector<at::Tensor>& inputs,
                                                        const c10d::AllToAllOptions& opts) {
+  checkAlltoallLists(outputs, inputs, getSize());
   std::vector<at::Tensor> operands = inputs;
   operands.insert(operands.end(), outputs.begin(), outputs.end());
   const size_t count = inputs.size();
@@ -453,7 +501,7 @@ c10::intrusive_ptr<c10d::Work> SimdevBackend::alltoall(std::vector<at::Tensor>& 
              [this, opts, count](std::vector<at::Tensor>& aliases) {
                std::vector<at::Tensor> in(aliases.begin(), aliases.begin() + count);
                std::vector<at::Tensor> out(aliases.begin() + count, aliases.end());
-               return gloo_->alltoall(out, in, opts);
+               return alltoallEndToEnd(*gloo_, out, in, opts);
              });
 }
 

@@ -355,6 +355,17 @@ def test_a_non_contiguous_tensor_is_refused_clearly(group):
         dist.all_reduce(x)
 
 
+def test_all_to_all_lists_of_uneven_tensors_and_wrong_lists(group):
+    # One alltoall_base over the tensors laid end to end, on every torch
+    # (torch 2.11's Gloo has no list-form alltoall): shapes are kept per tensor.
+    out = [torch.zeros(2, 3, device="simdev")]
+    dist.all_to_all(out, [torch.arange(6.0, device="simdev").reshape(2, 3)])
+    assert out[0].cpu().tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    with pytest.raises(ValueError, match=r"sdgloo alltoall: 2 input and 1 output tensors for a group of 1 ranks; "
+                                         r"pass one tensor per rank in each list"):
+        dist.all_to_all([torch.zeros(2, device="simdev")], [torch.ones(2, device="simdev")] * 2)
+
+
 def test_a_collective_is_refused_while_its_stream_captures_a_graph(group):
     graphs = pytest.importorskip("devbridge.graphs", reason="graph capture is driven through devbridge.graphs")
     x = torch.ones(4, device="simdev")
