@@ -99,6 +99,9 @@ check("all_to_all_single", a2a, [[0.0, 10.0], [1.0, 11.0]][r])
 a2a_out = [torch.empty(1, device=DEVICE) for _ in range(n)]
 dist.all_to_all(a2a_out, [on([100.0 * r + k]) for k in range(n)])
 check("all_to_all", torch.cat(a2a_out), [[0.0, 100.0], [1.0, 101.0]][r])
+uneven_out = [torch.empty(r + 1, device=DEVICE) for _ in range(n)]  # rank k sends rank r r+1 values
+dist.all_to_all(uneven_out, [on([10.0 * r + k] * (k + 1)) for k in range(n)])
+check("all_to_all, uneven", torch.cat(uneven_out), [[0.0, 10.0], [1.0, 1.0, 11.0, 11.0]][r])
 
 if r == 0:
     dist.send(on([42.0]) + 0, dst=1)
