@@ -8,7 +8,8 @@ cudadev runs the same ones through the overrideable op PyTorch gives plugins
 
 Rows, each a ratio cudadev/cuda with target <= 1.05: forward (inference,
 4x512 tokens), train step (forward, backward, AdamW; each device in a process
-of its own, sampled in turn, as bench/compile.py does), reduce-overhead
+of its own, sampled in turn, as bench/compile.py does; --train-models
+gpt2_step,llama_step: the same with AdamW's step compiled too), reduce-overhead
 forward and train step, and a decode-sized forward (1x16 tokens), default
 and reduce-overhead. Forward models alternate cuda and cudadev samples in
 one process. Every compiled cudadev graph is checked to call the fused op.
@@ -51,8 +52,13 @@ import attention_models  # noqa: E402
 TARGET = 1.05
 FULL, DECODE = (4, 512), (1, 16)
 FUSED_OP = "_scaled_dot_product_fused_attention_overrideable"
-# name -> (model, torch.compile mode)
-TRAIN = {"gpt2": ("gpt2", None), "llama": ("llama", None), "llama_reduce_overhead": ("llama", "reduce-overhead")}
+# name -> (model, torch.compile mode, whether AdamW's step is compiled too). The
+# _step variants tell the compiled model's share of a train step from the eager
+# optimizer step's (multi-tensor operators of the plugin's own, outside devbridge).
+TRAIN = {"gpt2": ("gpt2", None, False), "llama": ("llama", None, False),
+         "llama_reduce_overhead": ("llama", "reduce-overhead", False),
+         "gpt2_step": ("gpt2", None, True), "llama_step": ("llama", None, True)}
+DEFAULT_TRAIN = ("gpt2", "llama", "llama_reduce_overhead")
 # label, model, mode, tokens
 FORWARD = [
     ("GPT-2-style, 6 layers, 4x512, forward", "gpt2", None, FULL),
@@ -88,7 +94,7 @@ def train_step(name: str, device: str):
     if batch is not None:
         attend = attention_step(device, "fused", backward=True, batch=batch)
         return None, None, lambda: attend().float().sum().detach(), None
-    kind, mode = TRAIN[name]
+    kind, mode, compiled_step = TRAIN[name]
     torch.backends.cuda.matmul.allow_tf32 = True
     if device != "cuda":
         harness.load_plugin()
@@ -96,6 +102,7 @@ def train_step(name: str, device: str):
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
     x, target = tokens(FULL, device), tokens(FULL, device, seed=1)
     compiled = torch.compile(model, mode=mode)
+    optimizer_step = torch.compile(optimizer.step) if compiled_step else optimizer.step
 
     def step():
         if mode is not None:
@@ -103,7 +110,7 @@ def train_step(name: str, device: str):
         optimizer.zero_grad(set_to_none=True)
         loss = F.cross_entropy(compiled(x).flatten(0, 1).float(), target.flatten())
         loss.backward()
-        optimizer.step()
+        optimizer_step()
         return loss.detach()
 
     return compiled, optimizer, step, (x, target)
@@ -257,37 +264,52 @@ def fallback_rows(rows, iterations, pairs, save, meta):
             save(rows, meta)
 
 
+def train_label(name: str) -> str:
+    kind, mode, compiled_step = TRAIN[name]
+    return (f"{'GPT-2-style' if kind == 'gpt2' else 'Llama-style GQA'}, 4x512, train step"
+            + (" (reduce-overhead)" if mode else "") + (", AdamW step compiled" if compiled_step else ""))
+
+
+def train_model_of(row: dict) -> str | None:
+    """The TRAIN name a train-step row is of (rows written before they were
+    tagged: the one whose label their name starts with)."""
+    if "train_model" in row:
+        return row["train_model"]
+    return next((name for name in TRAIN if row["name"].startswith(train_label(name) + ":")), None)
+
+
 def train_rows(rows, iterations, pairs, save, meta, names):
     for name in names:
-        kind, mode = TRAIN[name]
-        label = (f"{'GPT-2-style' if kind == 'gpt2' else 'Llama-style GQA'}, 4x512, train step"
-                 + (" (reduce-overhead)" if mode else ""))
+        label = train_label(name)
         results = harness.train_steps(name, pairs, iterations, script=__file__)
         samples = {device: results[device]["samples"] for device in results}
         for device in results:
             rows.append(harness.row(f"{label}: torch.compile on {device}, a process of its own",
                                     statistics.median(samples[device]), "ms/iter", group="train step", device=device,
                                     samples=samples[device], loss=results[device]["loss"], model=label,
-                                    series=f"torch.compile on {device}"))
+                                    series=f"torch.compile on {device}", train_model=name))
         rows.append(ratio_row(label, samples, group="train step", loss_cuda=results["cuda"]["loss"],
-                              loss_cudadev=results["cudadev"]["loss"]))
+                              loss_cudadev=results["cudadev"]["loss"], train_model=name))
         save(rows, meta)
 
 
 PART_GROUPS = {"forward": "forward", "train": "train step", "fallback": "fallback"}  # --parts -> rows' group
 
 
-def earlier_parts(path: pathlib.Path, parts: list[str]) -> tuple[list[dict], dict]:
-    """The rows of the parts this run leaves out, from the machine's current
-    result (harness.earlier_rows), and the commit each kept part was
-    measured at."""
+def earlier_parts(path: pathlib.Path, parts: list[str], names: list[str]) -> tuple[list[dict], dict]:
+    """The rows this run does not measure again (the parts it leaves out, the
+    train models it leaves out), from the machine's current result
+    (harness.earlier_rows), and the commits each kept part was measured at."""
     groups = {PART_GROUPS[part] for part in parts}
-    rows = harness.earlier_rows(path, lambda row: row["group"] in groups)
+    rows = harness.earlier_rows(path, lambda row: row["group"] in groups and (
+        row["group"] != PART_GROUPS["train"] or train_model_of(row) in names))
     commits: dict = {}
     for row in rows:
         part = next(part for part, group in PART_GROUPS.items() if group == row["group"])
-        commits.setdefault(part, row["commit"])
-    return rows, commits
+        commits.setdefault(part, [])
+        if row["commit"] not in commits[part]:
+            commits[part].append(row["commit"])
+    return rows, {part: ", ".join(found) for part, found in commits.items()}
 
 
 def main() -> int:
@@ -299,7 +321,8 @@ def main() -> int:
     parser.add_argument("--train-iterations", type=int, default=10)
     parser.add_argument("--train-pairs", type=int, default=9)
     parser.add_argument("--parts", default="forward,train,fallback", help="comma list of forward, train, fallback")
-    parser.add_argument("--train-models", default=",".join(TRAIN), help=f"comma list of {', '.join(TRAIN)}")
+    parser.add_argument("--train-models", default=",".join(DEFAULT_TRAIN),
+                        help=f"comma list of {', '.join(TRAIN)} (default {','.join(DEFAULT_TRAIN)})")
     parser.add_argument("--child-train", choices=(*TRAIN, *FALLBACK_BATCHES.values()), help=argparse.SUPPRESS)
     parser.add_argument("--child-device", help=argparse.SUPPRESS)
     parser.add_argument("--child-cpu", type=int, help=argparse.SUPPRESS)
@@ -325,8 +348,10 @@ def main() -> int:
     args.results_dir.mkdir(parents=True, exist_ok=True)
     stem = args.results_dir / f"attention_{args.machine}"
 
-    kept, part_commits = earlier_parts(stem.with_suffix(".json"), parts)
-    part_commits.update({part: meta["commit"] for part in parts})
+    kept, part_commits = earlier_parts(stem.with_suffix(".json"), parts, names)
+    for part in parts:  # a train part that kept other models' rows names their commits too
+        earlier = part_commits.get(part)
+        part_commits[part] = meta["commit"] + (f" (its other rows at {earlier})" if earlier else "")
     meta["part_commits"] = part_commits
 
     def save(rows, meta):
