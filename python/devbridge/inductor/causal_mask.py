@@ -55,11 +55,11 @@ def causal_block_mask(q_len: int, kv_len: int, device, mask_mod):
     # has a visible entry when j <= i, and is full when j < i and it holds
     # no padding. Query block i sees key blocks 0..min(i, n_kv - 1): the
     # first min(i, whole_kv) fully and the next one, where there is one, in
-    # part (the diagonal, or the padded last key block), unless i is the padded query
-    # block, which sees them all in part. Key block j is seen by query
-    # blocks j..n_q - 1: j+1..whole_q - 1 fully and j in part, and the
-    # padded last query block in part; the padded key block by all of them
-    # in part.
+    # part (the diagonal, or the padded last key block), unless i is the
+    # padded query block, which sees them all in part. Key block j is seen
+    # by query blocks j..n_q - 1: j+1..whole_q - 1 fully and j in part, and
+    # the padded last query block in part; the padded key block by all of
+    # them in part.
     full_in_row = torch.clamp(rows, max=whole_kv)
     partial_in_row = torch.ones_like(rows) if kv_ragged else (rows < n_kv).to(torch.int32)
     if q_ragged:

@@ -40,6 +40,8 @@ import threading
 
 import torch
 
+from . import _torch_api
+
 log = logging.getLogger("devbridge.inductor")
 
 _counts_lock = threading.Lock()
@@ -66,8 +68,6 @@ def _report(device: str, reason: str) -> None:
 
 def install(device: str) -> list[str]:
     """Route reduce-overhead graphs of `device` here; returns what was patched."""
-    from . import _torch_api
-
     return _torch_api.accept_graph_capture(
         device, graphify=lambda model, static, mutated_input_idxs=(), is_backward=False: _Graphified(
             device, model, static, mutated_input_idxs, is_backward),
@@ -78,8 +78,6 @@ def install(device: str) -> list[str]:
 def _refusal(device: str, graph_lowering) -> str | None:
     """Why a graph on `device` alone cannot be captured (None: it can)."""
     from .. import graphs
-    from . import _torch_api
-
     from ..triton.hardware import declared
 
     reason = None
@@ -182,8 +180,6 @@ class _Graphified:
         self.uncaptured: set = set()
 
     def __call__(self, inputs: list):
-        from . import _torch_api
-
         key = _signature(inputs)
         capture = self._find(self.captures.get(key, ()), inputs)
         if capture is None:
@@ -211,8 +207,6 @@ class _Graphified:
     @staticmethod
     def _find(captures, inputs: list) -> _Capture | None:
         """The capture made for the static inputs' current addresses."""
-        from . import _torch_api
-
         for capture in captures:
             if _torch_api.data_pointers_equal(inputs, capture.static_addresses, capture.in_place):
                 return capture
