@@ -145,17 +145,19 @@ struct PremulSum {
 c10::intrusive_ptr<c10d::Work> alltoallEndToEnd(c10d::Backend& gloo, std::vector<at::Tensor>& outputs,
                                                 std::vector<at::Tensor>& inputs, const c10d::AllToAllOptions& opts) {
   std::vector<int64_t> input_splits, output_splits;
-  for (const at::Tensor& tensor : inputs) input_splits.push_back(tensor.numel());
-  for (const at::Tensor& tensor : outputs) output_splits.push_back(tensor.numel());
   std::vector<at::Tensor> flat_inputs;
-  for (const at::Tensor& tensor : inputs) flat_inputs.push_back(tensor.reshape(-1));
+  for (const at::Tensor& tensor : inputs) {
+    input_splits.push_back(tensor.numel());
+    flat_inputs.push_back(tensor.reshape(-1));
+  }
+  for (const at::Tensor& tensor : outputs) output_splits.push_back(tensor.numel());
   at::Tensor input = at::cat(flat_inputs);
   at::Tensor output = at::empty({std::accumulate(output_splits.begin(), output_splits.end(), int64_t{0})},
                                 outputs.front().options());
-  // Copies: Gloo takes the split sizes by reference and moves them into its work.
-  std::vector<int64_t> gloo_output_splits = output_splits, gloo_input_splits = input_splits;
-  c10::intrusive_ptr<c10d::Work> work =
-      gloo.alltoall_base(output, input, gloo_output_splits, gloo_input_splits, opts);
+  // Gloo takes the split sizes by reference and moves them into its work:
+  // it gets a copy of the output sizes, which the copies below still need.
+  std::vector<int64_t> gloo_output_splits = output_splits;
+  c10::intrusive_ptr<c10d::Work> work = gloo.alltoall_base(output, input, gloo_output_splits, input_splits, opts);
   work->wait();
   int64_t offset = 0;
   for (size_t i = 0; i < outputs.size(); ++i) {
