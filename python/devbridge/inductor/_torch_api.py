@@ -610,8 +610,8 @@ def share_config_heuristics(device: str, peer: str, capability) -> str:
     plugin's declared hardware, major and minor) rather than by torch.cuda,
     which may be absent (a CPU build of torch) or another GPU.
 
-    Checked on 2.13.0 and 2.14.1 (2.11.0 not yet: where the method is
-    missing, nothing is replaced): InductorChoices.get_config_heuristics
+    Checked on 2.11.0, 2.13.0 and 2.14.1 (where the method is missing,
+    nothing is replaced): InductorChoices.get_config_heuristics
     (self, device_type) in choices.py, whose get_flex_attention_fwd_configs,
     get_flex_attention_bwd_configs, get_flex_decode_configs, get_conv_configs
     and get_depthwise_conv_configs call it with the device type; the cuda
@@ -1092,7 +1092,7 @@ def sdpa_runs_math(query, key, value, attn_mask, dropout_p, is_causal, scale, en
 def empty_block_mask(query, key):
     """flex_attention's block mask when none is given: one block over
     everything, with the fields nn.attention.flex_attention.
-    _create_empty_block_mask gives it (2.13.0, 2.14.1: a block of
+    _create_empty_block_mask gives it (2.11.0, 2.13.0, 2.14.1: a block of
     _LARGE_SPARSE_BLOCK_SIZE, seq_lengths (1, 1), noop_mask), made directly:
     BlockMask.from_kv_blocks, which it calls, derives the q side through a
     sort, a launch of its own in every compiled call."""
@@ -1112,11 +1112,11 @@ _BLOCK_MASK_FIELDS = ("seq_lengths", "kv_num_blocks", "kv_indices", "full_kv_num
 
 def block_mask_from_tensors_supported() -> bool:
     """Whether torch.nn.attention.flex_attention.BlockMask takes its fields
-    positionally as block_mask() passes them (2.13.0, 2.14.1: seq_lengths,
+    positionally as block_mask() passes them (2.11.0, 2.13.0, 2.14.1: seq_lengths,
     the kv and q block counts and indices, BLOCK_SIZE, mask_mod, then
     keyword-only dQ write-order fields, left None as create_block_mask
     leaves them by default). Asked, not assumed: a torch whose constructor
-    differs (2.11.0 is not yet checked) keeps torch's own mask builders."""
+    differs keeps torch's own mask builders."""
     import inspect
 
     from torch.nn.attention import flex_attention as flex
