@@ -72,6 +72,17 @@ fi
 # can own it per process. No autoload: each process imports its plugin itself.
 export TORCH_DEVICE_BACKEND_AUTOLOAD=0
 
+# The machine name in the benchmarks' result files (compile_<machine>.md, ...):
+# GPU_SUITE_MACHINE, else the GPU's model as nvidia-smi names it ("NVIDIA H200"
+# -> h200, "NVIDIA H100 80GB HBM3" -> h100), so results from two kinds of GPU
+# never land in one file.
+if [[ -z ${GPU_SUITE_MACHINE:-} ]]; then
+  GPU_SUITE_MACHINE=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 |
+    sed -E 's/^NVIDIA //; s/ .*//' | tr '[:upper:]' '[:lower:]' | tr -cd 'a-z0-9_-')
+fi
+: "${GPU_SUITE_MACHINE:?no GPU found by nvidia-smi: set GPU_SUITE_MACHINE to name this machine in the result files}"
+export GPU_SUITE_MACHINE
+
 PART=${GPU_SUITE_PART:-all}
 want() { [[ $PART == all || ,$PART, == *,$1,* ]]; }
 
@@ -169,7 +180,7 @@ read -r -a SIMDEV_TESTS <<<"${GPU_SUITE_SIMDEV_TESTS:-tests/python plugins/simde
 { want compile && ! want tests; } && step pytest_simdev_inductor 240 env TORCH_DEVICE_BACKEND_AUTOLOAD=1 \
   "${PYTEST[@]}" -q -n 4 "$ROOT/tests/python/test_inductor_simdev.py" --junitxml="$OUT/junit_simdev_inductor.xml"
 want bench && step bench_dlpack 120 env TORCH_DEVICE_BACKEND_AUTOLOAD=1 "$PY" "$ROOT/bench/dlpack_exchange.py" \
-  --machine "${GPU_SUITE_MACHINE:-h200}" --repeats 11 --results-dir "$OUT"
+  --machine "${GPU_SUITE_MACHINE}" --repeats 11 --results-dir "$OUT"
 
 step build_cudadev 180 "${PIP_INSTALL[@]}" "$ROOT/plugins/cudadev"
 # Which libstdc++ each extension uses (a static copy inside one crashes).
@@ -196,7 +207,7 @@ PYEOF
 # against PyTorch's table answering kDLCUDA for a torch.cuda stream, one
 # process (issue #12's targets: <= 1.0x and <= 1.5x).
 { want bench || want compile; } && step bench_dlpack_cudadev 120 "$PY" "$ROOT/bench/dlpack_exchange.py" --plugin torch_cudadev \
-  --device cudadev:0 --machine "${GPU_SUITE_MACHINE:-h200}_cudadev" --repeats 11 --results-dir "$OUT"
+  --device cudadev:0 --machine "${GPU_SUITE_MACHINE}_cudadev" --repeats 11 --results-dir "$OUT"
 
 # One xdist worker: a crash in one test is reported as that test's failure
 # (the worker is restarted) instead of ending the whole run.
@@ -206,14 +217,14 @@ PYEOF
 # upstream Triton, PyTorch's static launcher and a bare cuLaunchKernel, same
 # process, same cubin (bench/README.md).
 want bench && step bench_triton_launch 240 "$PY" "$ROOT/bench/triton_launch.py" \
-  --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT"
+  --machine "${GPU_SUITE_MACHINE}" --results-dir "$OUT"
 # torch.distributed on cudadev: its NCCL backend's tests, and a compiled DDP
 # step on cudadev vs cuda, world size 1 (bench/distributed.py;
 # BENCH_DISTRIBUTED_MODELS: ddp, ddp_gpt2, default both).
 want distributed && step pytest_cudadev_distributed 180 "${PYTEST[@]}" \
   "$ROOT/plugins/cudadev/tests/python/test_cudadev_distributed.py" --junitxml="$OUT/junit_cudadev_distributed.xml"
 { want bench || want distributed; } && step bench_distributed 420 env TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PY" \
-  "$ROOT/bench/distributed.py" --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT" \
+  "$ROOT/bench/distributed.py" --machine "${GPU_SUITE_MACHINE}" --results-dir "$OUT" \
   --models "${BENCH_DISTRIBUTED_MODELS:-ddp,ddp_gpt2}"
 # GPU-marked devbridge tests (Triton, torch.compile, ...) run on cudadev.
 { want tests || want cudadev; } && step pytest_gpu 240 --no-tests-ok env DEVBRIDGE_TEST_PLUGIN=torch_cudadev \
@@ -225,23 +236,23 @@ want distributed && step pytest_cudadev_distributed 180 "${PYTEST[@]}" \
 # Where the host time of compiled steps goes, cuda and cudadev side by side
 # (bench/compile_profile.py); only when named, never in the default run.
 [[ ,$PART, == *,profile,* ]] && step bench_compile_profile 300 "$PY" "$ROOT/bench/compile_profile.py" \
-  --plugin torch_cudadev --devices cuda,cudadev --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT"
+  --plugin torch_cudadev --devices cuda,cudadev --machine "${GPU_SUITE_MACHINE}" --results-dir "$OUT"
 # Where the time of a compiled train step goes, per phase, cuda beside
 # cudadev (bench/train_profile.py); only when named. TRAIN_PROFILE_MODELS: a
 # space-separated list of block, conv, mlp, gpt2, llama (default: block conv).
 [[ ,$PART, == *,train_profile,* ]] && for model in ${TRAIN_PROFILE_MODELS:-block conv}; do
   step "train_profile_$model" 280 "$PY" "$ROOT/bench/train_profile.py" --model "$model" \
-    --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT"
+    --machine "${GPU_SUITE_MACHINE}" --results-dir "$OUT"
 done
 # ... and the optimizer's multi-tensor operators alone (bench/multi_tensor_host.py).
 [[ ,$PART, == *,train_profile,* ]] && step multi_tensor_host 120 "$PY" "$ROOT/bench/multi_tensor_host.py" \
-  --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT"
+  --machine "${GPU_SUITE_MACHINE}" --results-dir "$OUT"
 # BENCH_COMPILE_PARTS (a comma list of compile, steady, train, graphs; default
 # all four, saved as compile_<machine>.*) runs part of it when the whole no longer fits one call;
 # graphs is reduce-overhead (graph capture) against cuda and against default
 # mode. BENCH_COMPILE_TRAIN_MODELS (block, conv, mlp, mlp_step; default block,conv) picks the train steps.
 { want bench || want compile || want compile_bench; } && step bench_compile 560 "$PY" "$ROOT/bench/compile.py" \
-  --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT" --parts "${BENCH_COMPILE_PARTS:-compile,steady,train,graphs}" \
+  --machine "${GPU_SUITE_MACHINE}" --results-dir "$OUT" --parts "${BENCH_COMPILE_PARTS:-compile,steady,train,graphs}" \
   --train-models "${BENCH_COMPILE_TRAIN_MODELS:-block,conv}"
 
 # Fused attention alone: cudadev's and simdev's attention tests, then SDPA
@@ -253,7 +264,7 @@ done
 { want attention && ! want tests; } && step pytest_attention 240 "${PYTEST[@]}" \
   "$ROOT/plugins/cudadev/tests/python/test_cudadev_attention.py" --junitxml="$OUT/junit_attention.xml"
 { want bench || want attention || want attention_bench; } && step bench_attention 500 "$PY" "$ROOT/bench/attention.py" \
-  --machine "${GPU_SUITE_MACHINE:-h200}" --results-dir "$OUT" --parts "${BENCH_ATTENTION_PARTS:-forward,train}" \
+  --machine "${GPU_SUITE_MACHINE}" --results-dir "$OUT" --parts "${BENCH_ATTENTION_PARTS:-forward,train}" \
   --train-models "${BENCH_ATTENTION_TRAIN_MODELS:-gpt2,llama,llama_reduce_overhead}"
 
 echo "==> summary ($(($(date +%s) - START))s, logs in $OUT)"
