@@ -171,8 +171,11 @@ step build_simdev 180 "${PIP_INSTALL[@]}" "$ROOT/plugins/simdev"
 # plugin per process; autoload would load both).
 # GPU_SUITE_SIMDEV_TESTS (paths relative to the repository, space-separated)
 # runs part of it instead, e.g. a file changed since the last whole run.
+# GPU_SUITE_SIMDEV_WORKERS: pytest-xdist workers (default: the cores less 4,
+# which keeps room for the compile workers Inductor starts; 12 on 16 cores).
 read -r -a SIMDEV_TESTS <<<"${GPU_SUITE_SIMDEV_TESTS:-tests/python plugins/simdev/tests/python}"
-{ want tests || want simdev; } && step pytest_simdev 420 env TORCH_DEVICE_BACKEND_AUTOLOAD=1 "${PYTEST[@]}" -q -n 8 --dist loadfile \
+SIMDEV_WORKERS=${GPU_SUITE_SIMDEV_WORKERS:-$(($(nproc) > 6 ? $(nproc) - 4 : 2))}
+{ want tests || want simdev; } && step pytest_simdev 420 env TORCH_DEVICE_BACKEND_AUTOLOAD=1 "${PYTEST[@]}" -q -n "$SIMDEV_WORKERS" --dist loadfile \
   "${SIMDEV_TESTS[@]/#/$ROOT/}" --junitxml="$OUT/junit_simdev.xml"
 { want tests || want simdev; } && step check_simdev 60 bash -c 'TORCH_DEVICE_BACKEND_AUTOLOAD=1 "$0" -m devbridge check --json >"$1"' \
   "$PY" "$OUT/check_simdev.json"
