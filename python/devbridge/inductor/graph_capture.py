@@ -18,10 +18,12 @@ it, the parameters being inputs), or a parameter replaced by another tensor,
 is captured again for the new addresses, up to Inductor's
 cudagraph_unexpected_rerecord_limit captures per signature, as CUDA graph
 trees re-record. Where a graph cannot be captured, it runs as compiled, with one log
-line that says why: nodes on other devices, random numbers (a replay would
-repeat the captured draws: plugin generators are not registered with
-graphs), a plugin without a graph table, mutated inputs Inductor does not
-let a capture own, a capture the plugin refuses.
+line that says why: nodes on other devices, inputs on other devices (a
+graph partition handed CPU scalars it reads on the host, such as an
+optimizer's step counts: a capture would keep the values it read), random
+numbers (a replay would repeat the captured draws: plugin generators are not
+registered with graphs), a plugin without a graph table, mutated inputs
+Inductor does not let a capture own, a capture the plugin refuses.
 
 One difference from CUDA graph trees: the outputs of a forward graph are
 its static buffers, overwritten by its next replay (torch's own behaviour
@@ -215,6 +217,21 @@ class _Graphified:
     def _capture(self, inputs: list) -> _Capture | None:
         from .. import graphs
 
+        elsewhere = next((i for i, x in enumerate(inputs)
+                          if isinstance(x, torch.Tensor) and x.device.type != self.device), None)
+        if elsewhere is not None:
+            # With graph partitions on, a partition's kernels may take a CPU
+            # scalar tensor's value as a kernel argument (`arg.item()` in the
+            # generated code): read once at the capture, baked into the graph,
+            # never read again by a replay. Torch's graph trees never meet it
+            # for an optimizer, whose step counts Dynamo moves to cuda alone.
+            x = inputs[elsewhere]
+            _report(self.device, f"it takes a {x.dim()}-d {x.dtype} tensor on {x.device}, which the compiled code "
+                                 "reads on the host: a capture would keep the value read then. An "
+                                 "optimizer keeps its step counts on the CPU unless built with capturable=True "
+                                 "(torch.compile sets it for cuda and xpu parameters only); pass capturable=True "
+                                 "to capture its step")
+            return None
         capture = _Capture()
         capture.in_place = [i for i in sorted(self.static) if isinstance(inputs[i], torch.Tensor)]
         in_place = set(capture.in_place)
