@@ -99,10 +99,9 @@ def train_step(name: str, device: str):
     if device != "cuda":
         harness.load_plugin()
     model = attention_models.make(kind).to(device=device, dtype=torch.bfloat16)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+    optimizer, optimizer_step = harness.adamw(model.parameters(), compiled_step)
     x, target = tokens(FULL, device), tokens(FULL, device, seed=1)
     compiled = torch.compile(model, mode=mode)
-    optimizer_step = torch.compile(optimizer.step) if compiled_step else optimizer.step
 
     def step():
         if mode is not None:
@@ -267,7 +266,7 @@ def fallback_rows(rows, iterations, pairs, save, meta):
 def train_label(name: str) -> str:
     kind, mode, compiled_step = TRAIN[name]
     return (f"{'GPT-2-style' if kind == 'gpt2' else 'Llama-style GQA'}, 4x512, train step"
-            + (" (reduce-overhead)" if mode else "") + (", AdamW step compiled" if compiled_step else ""))
+            + (" (reduce-overhead)" if mode else "") + (", AdamW step compiled (capturable)" if compiled_step else ""))
 
 
 def train_model_of(row: dict) -> str | None:

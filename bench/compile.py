@@ -63,7 +63,7 @@ GRAPH_SPEEDUP_TARGET = 2.0  # default mode / reduce-overhead on cudadev, launch-
 TRAIN_MODELS = {"block": "GPT block 768/12 heads, 8x512 tokens", "conv": "ResNet basic block 64 channels, 32x56x56",
                 # launch-bound: a few microseconds of GPU work per kernel, captured
                 "mlp": "MLP 8x256 (LayerNorm, GELU), batch 32, mode=reduce-overhead",
-                "mlp_step": "MLP 8x256 (LayerNorm, GELU), batch 32, mode=reduce-overhead, AdamW step compiled"}
+                "mlp_step": "MLP 8x256 (LayerNorm, GELU), batch 32, mode=reduce-overhead, AdamW step compiled (capturable)"}
 
 
 def load_plugin() -> None:
@@ -246,6 +246,19 @@ def row(name, value, unit, *, target=None, target_met=None, **extra):
 
 # ---------------------------------------------------------------- train steps, a process per device
 
+def adamw(parameters, compiled_step: bool):
+    """AdamW (foreach) and the step a train step calls: eager, or compiled.
+
+    A compiled step is built capturable: torch.compile turns capturable on for
+    cuda and xpu parameters only (torch/_dynamo/variables/optimizer.py,
+    _set_capturable), so without it cuda would run the capturable update (step
+    counts on the GPU, bias corrections computed there) and a plugin device the
+    other one (step counts on the CPU, read on the host): two programs, not one
+    program on two devices."""
+    optimizer = torch.optim.AdamW(parameters, lr=1e-4, foreach=True, capturable=compiled_step)
+    return optimizer, torch.compile(optimizer.step) if compiled_step else optimizer.step
+
+
 def train_step(model_name: str, device: str):
     """One device's compiled train step (fwd + bwd + AdamW, eager foreach
     optimizer) as the benchmark runs it: (model, optimizer, step, x)."""
@@ -264,13 +277,12 @@ def train_step(model_name: str, device: str):
         model = launch_bound_mlp()
         shape = (32, 256)
     model = model.to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
-    x, target = cases.to((cases._randn(*shape), cases._randn(*shape, seed=1)), device)
-    compiled = torch.compile(model, mode="reduce-overhead" if model_name.startswith("mlp") else None)
     # The eager AdamW step is ~10 multi-tensor launches with host work per
     # tensor; compiled, Inductor fuses it into a few kernels (the step the
     # launch-bound model is timed with both ways).
-    optimizer_step = torch.compile(optimizer.step) if model_name == "mlp_step" else optimizer.step
+    optimizer, optimizer_step = adamw(model.parameters(), compiled_step=model_name == "mlp_step")
+    x, target = cases.to((cases._randn(*shape), cases._randn(*shape, seed=1)), device)
+    compiled = torch.compile(model, mode="reduce-overhead" if model_name.startswith("mlp") else None)
 
     def step():
         optimizer.zero_grad(set_to_none=True)
