@@ -217,3 +217,38 @@ def test_reduce_overhead_on_cudadev_matches_reduce_overhead_on_cuda():
     now = graph_capture_counts()
     assert now["captures"] - start["captures"] == 1, now
     assert now["replays"] - start["replays"] == 4, now
+
+
+@pytest.mark.parametrize("capturable", [False, True], ids=["adamw_defaults", "adamw_capturable"])
+def test_a_compiled_adamw_step_under_reduce_overhead_matches_cuda(capturable):
+    """torch.compile makes AdamW capturable for cuda parameters only. On
+    cudadev its step counts stay CPU tensors unless it is built
+    capturable=True, and devbridge runs that step's graph uncaptured (a
+    capture would keep the step values read at the capture); built capturable
+    it is captured. Either way the parameters follow cuda's, step by step."""
+    pytest.importorskip("triton")
+    from devbridge.inductor import graph_capture_counts
+
+    def parameters_after_steps(device):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 8)).to(device)
+        options = {"capturable": True} if capturable else {}
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=True, **options)
+        optimizer_step = torch.compile(optimizer.step, mode="reduce-overhead")
+        for seed in range(4):
+            x = host(8, 16, seed=seed).to(device)
+            optimizer.zero_grad(set_to_none=True)
+            model(x).square().mean().backward()
+            optimizer_step()
+        return [p.detach().cpu() for p in model.parameters()]
+
+    start = graph_capture_counts()
+    on_cudadev = parameters_after_steps("cudadev")
+    now = graph_capture_counts()
+    on_cuda = parameters_after_steps("cuda")
+    for expected, got in zip(on_cuda, on_cudadev):
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+    if capturable:
+        assert now["replays"] - start["replays"] >= 2 and now["not_captured"] == start["not_captured"], now
+    else:
+        assert now["not_captured"] - start["not_captured"] >= 1, now
