@@ -9,7 +9,8 @@ cudadev runs the same ones through the overrideable op PyTorch gives plugins
 Rows, each a ratio cudadev/cuda with target <= 1.05: forward (inference,
 4x512 tokens), train step (forward, backward, AdamW; each device in a process
 of its own, sampled in turn, as bench/compile.py does; --train-models
-gpt2_step,llama_step: the same with AdamW's step compiled too), reduce-overhead
+gpt2_step,llama_step,llama_reduce_overhead_step: the same with AdamW's step
+compiled too, built capturable on both devices), reduce-overhead
 forward and train step, and a decode-sized forward (1x16 tokens), default
 and reduce-overhead. Forward models alternate cuda and cudadev samples in
 one process. Every compiled cudadev graph is checked to call the fused op.
@@ -57,7 +58,8 @@ FUSED_OP = "_scaled_dot_product_fused_attention_overrideable"
 # optimizer step's (multi-tensor operators of the plugin's own, outside devbridge).
 TRAIN = {"gpt2": ("gpt2", None, False), "llama": ("llama", None, False),
          "llama_reduce_overhead": ("llama", "reduce-overhead", False),
-         "gpt2_step": ("gpt2", None, True), "llama_step": ("llama", None, True)}
+         "gpt2_step": ("gpt2", None, True), "llama_step": ("llama", None, True),
+         "llama_reduce_overhead_step": ("llama", "reduce-overhead", True)}
 DEFAULT_TRAIN = ("gpt2", "llama", "llama_reduce_overhead")
 # label, model, mode, tokens
 FORWARD = [

@@ -262,8 +262,8 @@ done
 # models compiled on cudadev vs cuda (bench/attention.py, saved as
 # attention_<machine>.*; BENCH_ATTENTION_PARTS: a comma list of forward,
 # train, fallback; default forward,train; BENCH_ATTENTION_TRAIN_MODELS: a
-# comma list of gpt2, llama, llama_reduce_overhead, gpt2_step, llama_step (AdamW's
-# step compiled too), default the first three).
+# comma list of gpt2, llama, llama_reduce_overhead, and gpt2_step, llama_step,
+# llama_reduce_overhead_step (AdamW's step compiled too), default the first three).
 { want attention && ! want tests; } && step pytest_attention 240 "${PYTEST[@]}" \
   "$ROOT/plugins/cudadev/tests/python/test_cudadev_attention.py" --junitxml="$OUT/junit_attention.xml"
 { want bench || want attention || want attention_bench; } && step bench_attention 500 "$PY" "$ROOT/bench/attention.py" \
