@@ -223,14 +223,18 @@ class _Graphified:
             # With graph partitions on, a partition's kernels may take a CPU
             # scalar tensor's value as a kernel argument (`arg.item()` in the
             # generated code): read once at the capture, baked into the graph,
-            # never read again by a replay. Torch's graph trees never meet it
-            # for an optimizer, whose step counts Dynamo moves to cuda alone.
+            # never read again by a replay. Torch's graph trees do not meet it
+            # for optimizers: Dynamo makes those capturable (step counts on the
+            # device) for cuda parameters.
             x = inputs[elsewhere]
-            _report(self.device, f"it takes a {x.dim()}-d {x.dtype} tensor on {x.device}, which the compiled code "
-                                 "reads on the host: a capture would keep the value read then. An "
-                                 "optimizer keeps its step counts on the CPU unless built with capturable=True "
-                                 "(torch.compile sets it for cuda and xpu parameters only); pass capturable=True "
-                                 "to capture its step")
+            if x.device.type == "cpu":
+                why = ("which the compiled code reads on the host: a capture would keep the value read then. An "
+                       "optimizer keeps its step counts on the CPU unless built with capturable=True "
+                       "(torch.compile sets it for cuda and xpu parameters only); pass capturable=True to "
+                       "capture its step")
+            else:
+                why = f"whose work a capture on {self.device} cannot record"
+            _report(self.device, f"it takes a {x.dim()}-d {x.dtype} tensor on {x.device}, {why}")
             return None
         capture = _Capture()
         capture.in_place = [i for i in sorted(self.static) if isinstance(inputs[i], torch.Tensor)]
