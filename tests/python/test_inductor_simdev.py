@@ -97,6 +97,32 @@ def test_mlp_forward_backward_and_optimizer_step():
         assert p.grad is not None and p.grad.device.type == DEVICE, name
 
 
+@pytest.mark.parametrize("capturable", [False, True], ids=["step_counts_on_the_cpu", "capturable"])
+def test_a_compiled_adamw_step_matches_eager(capturable):
+    """torch.compile(optimizer.step): torch.compile makes AdamW capturable for
+    cuda and xpu parameters only, so on a plugin device its step counts stay
+    CPU tensors (read on the host by the update kernel) unless it is built
+    capturable; both forms follow eager AdamW on the CPU."""
+    torch.manual_seed(0)
+    eager_model = cases.MLP()
+    model = cases.MLP().to(DEVICE)
+    model.load_state_dict({k: v.to(DEVICE) for k, v in eager_model.state_dict().items()})
+    eager_optimizer = torch.optim.AdamW(eager_model.parameters(), lr=1e-2, foreach=True)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=True, capturable=capturable)
+    compiled_step = torch.compile(optimizer.step)
+    for seed in range(3):
+        x, target = cases._randn(8, 32, seed=seed), cases._randn(8, 32, seed=seed + 10)
+        for m, opt, step, device in ((eager_model, eager_optimizer, eager_optimizer.step, "cpu"),
+                                     (model, optimizer, compiled_step, DEVICE)):
+            opt.zero_grad(set_to_none=True)
+            torch.nn.functional.mse_loss(m(x.to(device)), target.to(device)).backward()
+            step()
+    for p, e in zip(model.parameters(), eager_model.parameters()):
+        cases.assert_close(p, e, 1e-5, 1e-5)
+    step_count = optimizer.state[next(model.parameters())]["step"]
+    assert step_count.device.type == (DEVICE if capturable else "cpu") and step_count.item() == 3
+
+
 def test_two_layer_transformer_block_forward_and_backward():
     eager = cases.two_blocks()
     model = cases.two_blocks().to(DEVICE)
