@@ -11,6 +11,10 @@ the cost per tensor, the rest the cost per call. On cudadev every one of
 them is torch.cuda's kernel run through cudadev's fallback on CUDA aliases
 of the tensors (plugins/cudadev/csrc/foreach.cpp, fallback.cpp); x.mul_ (one
 tensor, whatever the list length) is the fallback's cost per call alone.
+Then a whole AdamW(foreach=True) step over the parameters of
+bench/attention.py's GPT-2-style and Llama-style models (bf16, their real
+shapes, random gradients), the queue drained after the timed steps: host and
+GPU together, the optimizer phase of those models' train steps alone.
 
     TORCH_DEVICE_BACKEND_AUTOLOAD=0 python bench/multi_tensor_host.py --machine h200 --results-dir bench/results
 """
@@ -33,6 +37,8 @@ from machine_info import git_commit  # noqa: E402
 SIZES = (1, 12, 48)
 CALLS = 200
 REPEATS = 5
+MODEL_CALLS = 20  # a model's step takes milliseconds of GPU time
+MODELS = ("gpt2", "llama")
 
 
 def operations(torch, device: str):
@@ -92,7 +98,32 @@ def child(device: str) -> None:
                 samples.append((time.perf_counter() - began) / CALLS * 1e6)
             synchronize()
             results[f"{name}|{n}"] = {"samples_us": samples}
+    for kind in MODELS:
+        step, count = model_adamw_step(torch, device, kind)
+        for _ in range(3):
+            step()
+        samples = []
+        for _ in range(REPEATS):
+            synchronize()
+            began = time.perf_counter()
+            for _ in range(MODEL_CALLS):
+                step()
+            synchronize()
+            samples.append((time.perf_counter() - began) / MODEL_CALLS * 1e6)
+        results[f"AdamW(foreach=True).step, {kind} parameters (bf16, with the GPU)|{count}"] = {"samples_us": samples}
     print(json.dumps(results))
+
+
+def model_adamw_step(torch, device: str, kind: str):
+    """AdamW's step over the parameters of bench/attention.py's model `kind`,
+    each with a random gradient; and how many parameter tensors it has."""
+    import attention_models
+
+    params = list(attention_models.make(kind).to(device=device, dtype=torch.bfloat16).parameters())
+    generator = torch.Generator().manual_seed(1)
+    for p in params:
+        p.grad = torch.randn(p.shape, generator=generator).to(device=device, dtype=p.dtype)
+    return torch.optim.AdamW(params, lr=1e-4, foreach=True).step, len(params)
 
 
 def run_child(device: str) -> dict:
