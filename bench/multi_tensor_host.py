@@ -89,29 +89,31 @@ def child(device: str) -> None:
             except (RuntimeError, TypeError) as error:  # an overload this torch lacks
                 results[f"{name}|{n}"] = {"error": str(error).splitlines()[0]}
                 continue
-            samples = []
-            for _ in range(REPEATS):
-                synchronize()
-                began = time.perf_counter()
-                for _ in range(CALLS):
-                    call()
-                samples.append((time.perf_counter() - began) / CALLS * 1e6)
-            synchronize()
-            results[f"{name}|{n}"] = {"samples_us": samples}
+            results[f"{name}|{n}"] = {"samples_us": per_call_us(call, CALLS, synchronize, drained=False)}
     for kind in MODELS:
         step, count = model_adamw_step(torch, device, kind)
         for _ in range(3):
             step()
-        samples = []
-        for _ in range(REPEATS):
-            synchronize()
-            began = time.perf_counter()
-            for _ in range(MODEL_CALLS):
-                step()
-            synchronize()
-            samples.append((time.perf_counter() - began) / MODEL_CALLS * 1e6)
-        results[f"AdamW(foreach=True).step, {kind} parameters (bf16, with the GPU)|{count}"] = {"samples_us": samples}
+        results[f"AdamW(foreach=True).step, {kind} parameters (bf16, with the GPU)|{count}"] = {
+            "samples_us": per_call_us(step, MODEL_CALLS, synchronize, drained=True)}
     print(json.dumps(results))
+
+
+def per_call_us(call, calls: int, synchronize, drained: bool) -> list[float]:
+    """REPEATS samples of the time per call over `calls` calls, each begun on
+    an empty queue; `drained`: the queue is emptied inside the timing too (the
+    GPU's time counted), else only the host's time is."""
+    samples = []
+    for _ in range(REPEATS):
+        synchronize()
+        began = time.perf_counter()
+        for _ in range(calls):
+            call()
+        if drained:
+            synchronize()
+        samples.append((time.perf_counter() - began) / calls * 1e6)
+    synchronize()
+    return samples
 
 
 def model_adamw_step(torch, device: str, kind: str):
