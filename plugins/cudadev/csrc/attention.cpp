@@ -28,6 +28,7 @@
 // storage's size: host metadata, no device read).
 
 #include <ATen/Context.h>
+#include <ATen/ExpandUtils.h>
 #include <ATen/SDPBackend.h>
 #include <ATen/TensorUtils.h>
 #include <ATen/core/Tensor.h>
@@ -47,6 +48,7 @@
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
+#include <c10/core/GradMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
@@ -104,6 +106,14 @@ SDPBackend cuda_backend(const at::Tensor& query, const at::Tensor& key, const at
                         std::optional<double> scale, bool enable_gqa, bool for_training) {
   const c10::DeviceIndex device = query.device().index() < 0 ? 0 : query.device().index();
   c10::cuda::CUDAGuard on_device(device);  // CUDA's choice reads the current device's properties
+  // CUDA's choice counts an input as requiring a gradient only while grad
+  // mode is on (sdp_utils_cpp.h, input_requires_grad), and it is off where
+  // these kernels run for training: in autograd's backward and in the
+  // forward of a compiled train step. Flash, for one, declines training
+  // with head sizes in (192, 224], or over 224 with dropout, on sm86 and
+  // sm89 (sdp_utils.cpp), so a choice made with grad mode off could pick a
+  // kernel whose backward cannot run these inputs.
+  const c10::AutoGradMode grad_mode(for_training || c10::GradMode::is_enabled());
   const auto stand_in = [&](const at::Tensor& t) {
     return cuda_stand_in(t, device, for_training || t.requires_grad());
   };
@@ -159,6 +169,18 @@ std::vector<int64_t> strides_ordered_like(const at::Tensor& like, c10::IntArrayR
   return strides;
 }
 
+// The strides at::empty_like(t) gives (a strided t, the preserve format):
+// t's own where t is non-overlapping and dense, else dense strides in t's
+// dimension order (TensorFactories.cpp, empty_like). Computed, not allocated:
+// they run on every call, four per layer of a train step, and an
+// empty_like costs a caching-allocator round trip (empty_like calls in 10
+// GPT-2-style train steps: 550 on cudadev, 250 on cuda,
+// bench/results/train_profile_gpt2_h200.md).
+std::vector<int64_t> empty_like_strides(const at::Tensor& t) {
+  if (t.is_non_overlapping_and_dense()) return t.strides().vec();
+  return at::infer_dense_strides(t.sizes(), t.strides());
+}
+
 // `result` in the layout `wanted` describes, copied only when it is not.
 at::Tensor in_layout(const at::Tensor& result, c10::IntArrayRef wanted_strides) {
   if (!result.defined() || result.strides() == wanted_strides) return result;
@@ -171,7 +193,7 @@ at::Tensor in_layout(const at::Tensor& result, c10::IntArrayRef wanted_strides) 
 // shapes agree, else the query's dimension order.
 at::Tensor output_like_query(const at::Tensor& result, const at::Tensor& query) {
   if (result.sizes() == query.sizes()) {
-    return in_layout(result, at::empty_like(query).strides());
+    return in_layout(result, empty_like_strides(query));
   }
   return in_layout(result, strides_ordered_like(query, result.sizes()));
 }
@@ -179,7 +201,7 @@ at::Tensor output_like_query(const at::Tensor& result, const at::Tensor& query) 
 // A gradient as the backward's meta function lays it out: empty_like(input).
 at::Tensor gradient_like(const at::Tensor& grad, const at::Tensor& input) {
   if (!grad.defined()) return grad;
-  return in_layout(grad, at::empty_like(input).strides());
+  return in_layout(grad, empty_like_strides(input));
 }
 
 // Flash attention takes head sizes that are multiples of 8; torch's

@@ -105,6 +105,54 @@ def test_the_backward_matches_the_math_definition(name, heads, lengths, head, kw
         torch.testing.assert_close(leaf.grad.cpu().double(), reference.grad, **tolerance)
 
 
+# Query, key and value of [2, 4, 64, 64] in memory laid out three ways: packed
+# [B, H, L, E]; a transpose of [B, L, H, E] (dense, not contiguous: how
+# attention modules split heads); every other row of a longer sequence (not
+# dense: empty_like gives it dense strides of its own dimension order).
+LAYOUTS = {
+    "contiguous": lambda t: t.contiguous(),
+    "transposed_blhe": lambda t: t.transpose(1, 2).contiguous().transpose(1, 2),
+    "every_other_row": lambda t: t.repeat_interleave(2, dim=2)[:, :, ::2],
+}
+BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+            "cudnn": SDPBackend.CUDNN_ATTENTION}
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=list(BACKENDS))
+@pytest.mark.parametrize("layout", LAYOUTS, ids=list(LAYOUTS))
+def test_outputs_and_gradients_are_laid_out_as_empty_like_says(layout, backend):
+    """The meta functions of the overrideable op and its backward lay the
+    output and the gradients out as torch.empty_like(query) (and key,
+    value); compiled graphs assert those strides. cudadev computes them
+    without allocating (attention.cpp, empty_like_strides): here the
+    kernel's own results, whatever layout it returned, in every layout
+    empty_like distinguishes, against empty_like itself."""
+    q, k, v = (LAYOUTS[layout](host(2, 4, 64, 64, seed=seed, dtype=torch.bfloat16)) for seed in (1, 2, 3))
+    with sdpa_kernel([BACKENDS[backend], SDPBackend.OVERRIDEABLE]):
+        cuda_choice = choice(*(LAYOUTS[layout](t.cuda()) for t in (q, k, v)), {"is_causal": True})
+        if cuda_choice != int(BACKENDS[backend]):
+            pytest.skip(f"torch.cuda's {backend} kernel does not take the {layout} layout here (choice {cuda_choice})")
+        leaves = [LAYOUTS[layout](t.to("cudadev")).detach().requires_grad_(True) for t in (q, k, v)]
+        assert [leaf.stride() for leaf in leaves] == [t.stride() for t in (q, k, v)]
+        views = [leaf.view_as(leaf) for leaf in leaves]  # non-leaf: a hook sees the gradient the op returned
+        returned = {}
+        for i, view in enumerate(views):
+            view.register_hook(lambda grad, i=i: returned.__setitem__(i, grad))
+        out = F.scaled_dot_product_attention(*views, is_causal=True)
+        assert type(out.grad_fn).__name__ == FUSED_BACKWARD
+        out.backward(host(*out.shape, seed=4, dtype=torch.bfloat16).to("cudadev"))
+    assert out.stride() == torch.empty_like(leaves[0]).stride()
+    for i, leaf in enumerate(leaves):
+        assert returned[i].stride() == torch.empty_like(leaf).stride(), (i, returned[i].stride())
+    with sdpa_kernel([SDPBackend.MATH]):
+        packed = [t.double().requires_grad_(True) for t in (q, k, v)]
+        expected = F.scaled_dot_product_attention(*packed, is_causal=True)
+        expected.backward(host(*out.shape, seed=4, dtype=torch.bfloat16).double())
+    torch.testing.assert_close(out.detach().cpu().double(), expected.detach(), rtol=3e-2, atol=3e-2)
+    for i, reference in enumerate(packed):
+        torch.testing.assert_close(returned[i].cpu().double(), reference.grad, rtol=3e-2, atol=3e-2)
+
+
 def test_dropout_is_torch_cudas_and_the_backward_replays_its_mask():
     """Dropout on both devices from the same CUDA generator state gives the
     same output. With the values the identity (value = I, key length = head

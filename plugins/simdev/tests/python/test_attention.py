@@ -100,6 +100,43 @@ def test_the_output_is_laid_out_like_the_query():
 
 # ------------------------------------------------------------- what the choice declines
 
+# Three layouts empty_like tells apart: packed [B, H, L, E]; a transpose of
+# [B, L, H, E] memory (dense, not contiguous); every other row of a longer
+# sequence (not dense: empty_like gives dense strides in its dimension order).
+LAYOUTS = {
+    "contiguous": lambda t: t.contiguous(),
+    "transposed_blhe": lambda t: t.transpose(1, 2).contiguous().transpose(1, 2),
+    "every_other_row": lambda t: t.repeat_interleave(2, dim=2)[:, :, ::2],
+}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=list(LAYOUTS))
+def test_the_output_and_the_gradients_are_laid_out_as_empty_like_says(layout):
+    """The backward's meta function lays each gradient out as
+    torch.empty_like(its input) and the forward's the output as
+    empty_like(query): what compiled graphs assert. Checked on the
+    gradients the op itself returns (hooks on views of the leaves, which see
+    them before autograd accumulates them into .grad)."""
+    q, k, v = (LAYOUTS[layout](_randn(2, 4, 16, 8, seed=seed)) for seed in (1, 2, 3))
+    leaves = [LAYOUTS[layout](t.to(SIMDEV)).detach().requires_grad_(True) for t in (q, k, v)]
+    assert [leaf.stride() for leaf in leaves] == [t.stride() for t in (q, k, v)]
+    views = [leaf.view_as(leaf) for leaf in leaves]
+    returned = {}
+    for i, view in enumerate(views):
+        view.register_hook(lambda grad, i=i: returned.__setitem__(i, grad))
+    out = F.scaled_dot_product_attention(*views, is_causal=True)
+    assert type(out.grad_fn).__name__ == FUSED_BACKWARD, "simdev's fused kernel did not run"
+    grad = _randn(*out.shape, seed=4)
+    out.backward(grad.to(SIMDEV))
+    assert out.stride() == torch.empty_like(leaves[0]).stride()
+    assert [returned[i].stride() for i in range(3)] == [torch.empty_like(leaf).stride() for leaf in leaves]
+    expected, reference_leaves = _math_reference(q, k, v, is_causal=True)
+    expected.backward(grad.double())
+    torch.testing.assert_close(out.detach().cpu().double(), expected.detach(), rtol=1e-4, atol=1e-4)
+    for i, reference in enumerate(reference_leaves):
+        torch.testing.assert_close(returned[i].cpu().double(), reference.grad, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("why", ["dropout", "mask_requires_grad", "value_head_size", "sdpa_kernel_math"])
 def test_inputs_the_fused_kernel_cannot_take_run_the_math_decomposition(why):
     q, k, v = (_randn(2, 2, 8, 16, seed=s).to(SIMDEV).requires_grad_(True) for s in (1, 2, 3))
