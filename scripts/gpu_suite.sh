@@ -155,7 +155,9 @@ fi
 # A machine kept warm between calls keeps earlier installs and CMake caches
 # (which pin the compiler): start from a clean slate so every run is the same.
 "$PY" -m pip uninstall -y -q torch-cudadev torch-simdev torch-hostplug devbridge >/dev/null 2>&1 || true
-rm -rf "$ROOT/build" "$ROOT/plugins/simdev/build" "$ROOT/plugins/cudadev/build" "$ROOT/tests/plugins/hostplug/build"
+CUDADEV_SITE=${TMPDIR:-/tmp}/devbridge-gpu-suite-cudadev
+rm -rf "$ROOT/build" "$ROOT/plugins/simdev/build" "$ROOT/plugins/cudadev/build" "$ROOT/tests/plugins/hostplug/build" \
+  "$CUDADEV_SITE"
 
 PIP_INSTALL=("$PY" -m pip install -v --no-build-isolation --no-deps --no-index)
 PYTEST=("$PY" -m pytest -ra -v -p no:cacheprovider)
@@ -172,20 +174,72 @@ step build_simdev 180 "${PIP_INSTALL[@]}" "$ROOT/plugins/simdev"
 # GPU_SUITE_SIMDEV_TESTS (paths relative to the repository, space-separated)
 # runs part of it instead, e.g. a file changed since the last whole run.
 # GPU_SUITE_SIMDEV_WORKERS: pytest-xdist workers (default: the cores less 4,
-# which keeps room for the compile workers Inductor starts; 12 on 16 cores).
+# which keeps room for the compile workers Inductor starts, 12 on 16 cores;
+# less 6 beside cudadev's suite, below).
+#
+# When cudadev's half runs too and no benchmark step is wanted (GPU_SUITE_PART
+# tests, or simdev,cudadev), the simdev suite runs in the background, side by
+# side with cudadev's build, check and suite: one needs the CPU, the other
+# mostly the GPU, and the two no longer take a call each. cudadev is installed
+# into a directory of its own ($CUDADEV_SITE) that is put on PYTHONPATH only
+# after the simdev suite has started, so the suite's autoload never sees it.
+# Every benchmark step waits for the background suite first (bench_step).
+# GPU_SUITE_SIDE_BY_SIDE=0 runs the two halves one after the other.
+SIDE_BY_SIDE=0
+if { want tests || want simdev; } && { want tests || want cudadev; } && ! want bench && ! want compile &&
+   [[ ${GPU_SUITE_SIDE_BY_SIDE:-1} != 0 ]]; then
+  SIDE_BY_SIDE=1
+fi
 read -r -a SIMDEV_TESTS <<<"${GPU_SUITE_SIMDEV_TESTS:-tests/python plugins/simdev/tests/python}"
-SIMDEV_WORKERS=${GPU_SUITE_SIMDEV_WORKERS:-$(($(nproc) > 6 ? $(nproc) - 4 : 2))}
-{ want tests || want simdev; } && step pytest_simdev 420 env TORCH_DEVICE_BACKEND_AUTOLOAD=1 "${PYTEST[@]}" -q -n "$SIMDEV_WORKERS" --dist loadfile \
-  "${SIMDEV_TESTS[@]/#/$ROOT/}" --junitxml="$OUT/junit_simdev.xml"
-{ want tests || want simdev; } && step check_simdev 60 bash -c 'TORCH_DEVICE_BACKEND_AUTOLOAD=1 "$0" -m devbridge check --json >"$1"' \
-  "$PY" "$OUT/check_simdev.json"
+SIMDEV_WORKERS=${GPU_SUITE_SIMDEV_WORKERS:-$(($(nproc) > 6 ? $(nproc) - 4 - 2 * SIDE_BY_SIDE : 2))}
+simdev_suite() {
+  step pytest_simdev 420 env TORCH_DEVICE_BACKEND_AUTOLOAD=1 "${PYTEST[@]}" -q -n "$SIMDEV_WORKERS" --dist loadfile \
+    "${SIMDEV_TESTS[@]/#/$ROOT/}" --junitxml="$OUT/junit_simdev.xml"
+  step check_simdev 60 bash -c 'TORCH_DEVICE_BACKEND_AUTOLOAD=1 "$0" -m devbridge check --json >"$1"' \
+    "$PY" "$OUT/check_simdev.json"
+}
+SIMDEV_SUITE_PID=""
+if want tests || want simdev; then
+  if ((SIDE_BY_SIDE)); then
+    echo "==> simdev suite in the background (its output: simdev_suite.out, shown when it ends)"
+    (
+      FAILED=()
+      simdev_suite
+      if ((${#FAILED[@]})); then printf '%s\n' "${FAILED[@]}" >"$OUT/simdev_suite.failed"; exit 1; fi
+    ) >"$OUT/simdev_suite.out" 2>&1 &
+    SIMDEV_SUITE_PID=$!
+  else
+    simdev_suite
+  fi
+fi
+# Waits for the background simdev suite, shows its output and takes over its
+# failures.
+finish_simdev_suite() {
+  [[ -n $SIMDEV_SUITE_PID ]] || return 0
+  local rc=0
+  wait "$SIMDEV_SUITE_PID" || rc=$?
+  SIMDEV_SUITE_PID=""
+  cat "$OUT/simdev_suite.out"
+  if [[ -s $OUT/simdev_suite.failed ]]; then
+    mapfile -t -O "${#FAILED[@]}" FAILED <"$OUT/simdev_suite.failed"
+  elif ((rc != 0)); then
+    record simdev_suite "FAILED rc=$rc, see simdev_suite.out"
+    FAILED+=(simdev_suite)
+  fi
+}
+# A benchmark step: none runs beside the simdev suite.
+bench_step() {
+  finish_simdev_suite
+  step "$@"
+}
 # The compile part alone: simdev's torch.compile tests on this torch and Triton.
 { want compile && ! want tests; } && step pytest_simdev_inductor 240 env TORCH_DEVICE_BACKEND_AUTOLOAD=1 \
   "${PYTEST[@]}" -q -n 4 "$ROOT/tests/python/test_inductor_simdev.py" --junitxml="$OUT/junit_simdev_inductor.xml"
-want bench && step bench_dlpack 120 env TORCH_DEVICE_BACKEND_AUTOLOAD=1 "$PY" "$ROOT/bench/dlpack_exchange.py" \
+want bench && bench_step bench_dlpack 120 env TORCH_DEVICE_BACKEND_AUTOLOAD=1 "$PY" "$ROOT/bench/dlpack_exchange.py" \
   --machine "${GPU_SUITE_MACHINE}" --repeats 11 --results-dir "$OUT"
 
-step build_cudadev 180 "${PIP_INSTALL[@]}" "$ROOT/plugins/cudadev"
+step build_cudadev 180 "${PIP_INSTALL[@]}" --target "$CUDADEV_SITE" "$ROOT/plugins/cudadev"
+export PYTHONPATH=$CUDADEV_SITE${PYTHONPATH:+:$PYTHONPATH}
 # Which libstdc++ each extension uses (a static copy inside one crashes).
 "$PY" - >>"$OUT/env.txt" 2>&1 <<'PYEOF' || true
 import glob, importlib.util, os, subprocess
@@ -209,7 +263,7 @@ PYEOF
 # through cudadev's current-stream query and through the generic c10 path,
 # against PyTorch's table answering kDLCUDA for a torch.cuda stream, one
 # process (issue #12's targets: <= 1.0x and <= 1.5x).
-{ want bench || want compile; } && step bench_dlpack_cudadev 120 "$PY" "$ROOT/bench/dlpack_exchange.py" --plugin torch_cudadev \
+{ want bench || want compile; } && bench_step bench_dlpack_cudadev 120 "$PY" "$ROOT/bench/dlpack_exchange.py" --plugin torch_cudadev \
   --device cudadev:0 --machine "${GPU_SUITE_MACHINE}_cudadev" --repeats 11 --results-dir "$OUT"
 
 # One xdist worker: a crash in one test is reported as that test's failure
@@ -219,14 +273,14 @@ PYEOF
 # The launcher benchmark: devbridge's launcher and kernel[grid] on cudadev vs
 # upstream Triton, PyTorch's static launcher and a bare cuLaunchKernel, same
 # process, same cubin (bench/README.md).
-want bench && step bench_triton_launch 240 "$PY" "$ROOT/bench/triton_launch.py" \
+want bench && bench_step bench_triton_launch 240 "$PY" "$ROOT/bench/triton_launch.py" \
   --machine "${GPU_SUITE_MACHINE}" --results-dir "$OUT"
 # torch.distributed on cudadev: its NCCL backend's tests, and a compiled DDP
 # step on cudadev vs cuda, world size 1 (bench/distributed.py;
 # BENCH_DISTRIBUTED_MODELS: ddp, ddp_gpt2, default both).
 want distributed && step pytest_cudadev_distributed 180 "${PYTEST[@]}" \
   "$ROOT/plugins/cudadev/tests/python/test_cudadev_distributed.py" --junitxml="$OUT/junit_cudadev_distributed.xml"
-{ want bench || want distributed; } && step bench_distributed 420 env TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PY" \
+{ want bench || want distributed; } && bench_step bench_distributed 420 env TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PY" \
   "$ROOT/bench/distributed.py" --machine "${GPU_SUITE_MACHINE}" --results-dir "$OUT" \
   --models "${BENCH_DISTRIBUTED_MODELS:-ddp,ddp_gpt2}"
 # GPU-marked devbridge tests (Triton, torch.compile, ...) run on cudadev.
@@ -238,23 +292,23 @@ want distributed && step pytest_cudadev_distributed 180 "${PYTEST[@]}" \
   "$ROOT/plugins/cudadev/tests/python/test_cudadev_inductor.py" --junitxml="$OUT/junit_cudadev_inductor.xml"
 # Where the host time of compiled steps goes, cuda and cudadev side by side
 # (bench/compile_profile.py); only when named, never in the default run.
-[[ ,$PART, == *,profile,* ]] && step bench_compile_profile 300 "$PY" "$ROOT/bench/compile_profile.py" \
+[[ ,$PART, == *,profile,* ]] && bench_step bench_compile_profile 300 "$PY" "$ROOT/bench/compile_profile.py" \
   --plugin torch_cudadev --devices cuda,cudadev --machine "${GPU_SUITE_MACHINE}" --results-dir "$OUT"
 # Where the time of a compiled train step goes, per phase, cuda beside
 # cudadev (bench/train_profile.py); only when named. TRAIN_PROFILE_MODELS: a
 # space-separated list of block, conv, mlp, gpt2, llama (default: block conv).
 [[ ,$PART, == *,train_profile,* ]] && for model in ${TRAIN_PROFILE_MODELS:-block conv}; do
-  step "train_profile_$model" 280 "$PY" "$ROOT/bench/train_profile.py" --model "$model" \
+  bench_step "train_profile_$model" 280 "$PY" "$ROOT/bench/train_profile.py" --model "$model" \
     --machine "${GPU_SUITE_MACHINE}" --results-dir "$OUT"
 done
 # ... and the optimizer's multi-tensor operators alone (bench/multi_tensor_host.py).
-[[ ,$PART, == *,train_profile,* ]] && step multi_tensor_host 120 "$PY" "$ROOT/bench/multi_tensor_host.py" \
+[[ ,$PART, == *,train_profile,* ]] && bench_step multi_tensor_host 120 "$PY" "$ROOT/bench/multi_tensor_host.py" \
   --machine "${GPU_SUITE_MACHINE}" --results-dir "$OUT"
 # BENCH_COMPILE_PARTS (a comma list of compile, steady, train, graphs; default
 # all four, saved as compile_<machine>.*) runs part of it when the whole no longer fits one call;
 # graphs is reduce-overhead (graph capture) against cuda and against default
 # mode. BENCH_COMPILE_TRAIN_MODELS (block, conv, mlp, mlp_step; default block,conv) picks the train steps.
-{ want bench || want compile || want compile_bench; } && step bench_compile 560 "$PY" "$ROOT/bench/compile.py" \
+{ want bench || want compile || want compile_bench; } && bench_step bench_compile 560 "$PY" "$ROOT/bench/compile.py" \
   --machine "${GPU_SUITE_MACHINE}" --results-dir "$OUT" --parts "${BENCH_COMPILE_PARTS:-compile,steady,train,graphs}" \
   --train-models "${BENCH_COMPILE_TRAIN_MODELS:-block,conv}"
 
@@ -266,10 +320,11 @@ done
 # llama_reduce_overhead_step (AdamW's step compiled too), default the first three).
 { want attention && ! want tests; } && step pytest_attention 240 "${PYTEST[@]}" \
   "$ROOT/plugins/cudadev/tests/python/test_cudadev_attention.py" --junitxml="$OUT/junit_attention.xml"
-{ want bench || want attention || want attention_bench; } && step bench_attention 500 "$PY" "$ROOT/bench/attention.py" \
+{ want bench || want attention || want attention_bench; } && bench_step bench_attention 500 "$PY" "$ROOT/bench/attention.py" \
   --machine "${GPU_SUITE_MACHINE}" --results-dir "$OUT" --parts "${BENCH_ATTENTION_PARTS:-forward,train}" \
   --train-models "${BENCH_ATTENTION_TRAIN_MODELS:-gpt2,llama,llama_reduce_overhead}"
 
+finish_simdev_suite
 echo "==> summary ($(($(date +%s) - START))s, logs in $OUT)"
 cat "$SUMMARY"
 if ((${#FAILED[@]})); then
