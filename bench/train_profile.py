@@ -13,6 +13,11 @@ backend), on the same model, seed and inputs. Per device:
      by self CPU time, the same by GPU time (the kernels each device runs),
      and the GPU's busy time per step;
   3. cProfile of whole steps, by own time.
+Then, side by side: whether the host or the GPU sets each device's pace (the
+step's host time with the queue kept full against the GPU's busy time), and
+the operators whose host time differs most between the two devices, per step
+(each fused-attention op paired with its peer's: cudadev's overrideable op
+runs the kernel cuda's own op runs).
 
     TORCH_DEVICE_BACKEND_AUTOLOAD=0 python bench/train_profile.py --model block \\
         --machine h200 --results-dir bench/results
@@ -24,6 +29,7 @@ import argparse
 import json
 import os
 import pathlib
+import re
 import statistics
 import subprocess
 import sys
@@ -97,6 +103,8 @@ def phase_times(model_name: str, device: str, iterations: int) -> tuple[dict, st
     events = prof.key_averages()
     gpu_us = events.total_average().self_device_time_total / iterations
     times["GPU kernel time per step (profiler)"] = {"host_us": None, "with_gpu_us": gpu_us}
+    operators = [{"name": event.key, "calls": event.count, "cpu_total_us": event.cpu_time_total,
+                  "self_cpu_us": event.self_cpu_time_total} for event in events]
     table = events.table(sort_by="self_cpu_time_total", row_limit=40, max_name_column_width=60)
     # The same steps by GPU time: which kernels each device runs, and how long.
     kernels = events.table(sort_by="self_device_time_total", row_limit=30, max_name_column_width=90)
@@ -106,7 +114,67 @@ def phase_times(model_name: str, device: str, iterations: int) -> tuple[dict, st
             step()
         sync()
 
-    return times, table, kernels, python_profile(steps, "tottime", 35)
+    return times, operators, table, kernels, python_profile(steps, "tottime", 35)
+
+
+# torch's fused-attention ops on cuda and the overrideable op a plugin runs
+# in their place (the same kernels underneath), paired in the comparison.
+ATTENTION_OP = re.compile(r"aten::_scaled_dot_product_(?:flash|efficient|cudnn|fused)_attention(?:_overrideable)?"
+                          r"(_backward)?$")
+
+
+def operator_role(name: str) -> str:
+    if name.startswith("## Call CompiledFxGraph"):
+        return "## Call CompiledFxGraph (the compiled graphs' code, all graphs)"  # the name carries a hash
+    match = ATTENTION_OP.match(name)
+    if match is None:
+        return name
+    return "SDPA fused op" + (", backward" if match.group(1) else "") + " (cuda's own / the overrideable)"
+
+
+def pace(times: dict) -> str:
+    """Which side sets the pace of a step: the host, when enqueueing a step
+    takes longer than the GPU is busy with it."""
+    host = times["whole step, queue kept full"]["host_us"]
+    gpu = times["GPU kernel time per step (profiler)"]["with_gpu_us"]
+    if not host or not gpu:
+        return "no GPU time measured"
+    return (f"host {host / 1e3:.2f} ms per step with the queue kept full, GPU busy {gpu / 1e3:.2f} ms: "
+            + ("the host sets the pace" if host >= gpu else "the GPU sets the pace"))
+
+
+def host_time_by_operator(peer: list[dict], plugin: list[dict], iterations: int, devices: list[str],
+                          limit: int = 15) -> list[str]:
+    """Markdown lines: the operators whose self host time per step differs
+    most between the devices (matched by name, fused-attention ops by role),
+    with calls per step and host time per call (children included)."""
+    def by_role(operators):
+        merged: dict = {}
+        for op in operators:
+            row = merged.setdefault(operator_role(op["name"]), {"calls": 0, "cpu_total_us": 0.0, "self_cpu_us": 0.0})
+            for key in row:
+                row[key] += op[key]
+        return merged
+
+    a, b = by_role(peer), by_role(plugin)
+    empty = {"calls": 0, "cpu_total_us": 0.0, "self_cpu_us": 0.0}
+    rows = []
+    for role in set(a) | set(b):
+        x, y = a.get(role, empty), b.get(role, empty)
+        rows.append((abs(y["self_cpu_us"] - x["self_cpu_us"]) / iterations, role, x, y))
+    rows.sort(key=lambda row: row[0], reverse=True)
+    per_call = lambda r: f"{r['cpu_total_us'] / r['calls']:.1f}" if r["calls"] else ""  # noqa: E731
+    peer_name, plugin_name = devices
+    lines = [f"| operator | calls per step, {peer_name} / {plugin_name} | host us per call, {peer_name} | "
+             f"host us per call, {plugin_name} | self host us per step, {plugin_name} - {peer_name} |",
+             "|---|---:|---:|---:|---:|"]
+    for _, role, x, y in rows[:limit]:
+        lines.append(f"| {role} | {x['calls'] / iterations:g} / {y['calls'] / iterations:g} | {per_call(x)} | "
+                     f"{per_call(y)} | {(y['self_cpu_us'] - x['self_cpu_us']) / iterations:+.0f} |")
+    total = sum(r["self_cpu_us"] for r in b.values()) - sum(r["self_cpu_us"] for r in a.values())
+    lines += ["", f"All operators' self host time per step, {plugin_name} - {peer_name}: {total / iterations:+.0f} us "
+              "(the profiler's own cost per operator included, alike on both)."]
+    return lines
 
 
 def main() -> int:
@@ -120,8 +188,9 @@ def main() -> int:
     parser.add_argument("--child-device", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_device:
-        times, table, kernels, python = phase_times(args.model, args.child_device, args.iterations)
-        print(json.dumps({"times": times, "operators": table, "kernels": kernels, "python": python}))
+        times, operators, table, kernels, python = phase_times(args.model, args.child_device, args.iterations)
+        print(json.dumps({"times": times, "per_operator": operators, "operators": table, "kernels": kernels,
+                          "python": python}))
         return 0
     results = {}
     devices = args.devices.split(",")
@@ -143,6 +212,10 @@ def main() -> int:
         cells = [fmt(results[d]["times"][name]["host_us"]) for d in devices]
         cells += [fmt(results[d]["times"][name]["with_gpu_us"]) for d in devices]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += [""] + [f"- {device}: {pace(results[device]['times'])}" for device in devices]
+    lines += ["", f"## host time by operator, {devices[1]} against {devices[0]}, per step", "",
+              *host_time_by_operator(results[devices[0]]["per_operator"], results[devices[1]]["per_operator"],
+                                     args.iterations, devices)]
     for device in devices:
         lines += ["", f"## operators, {device}, {args.iterations} steps", "", "```",
                   results[device]["operators"], "```", "",
@@ -155,7 +228,8 @@ def main() -> int:
     stem.with_suffix(".md").write_text(text)
     stem.with_suffix(".json").write_text(json.dumps(
         {"machine": args.machine, "torch": torch.__version__, "commit": git_commit(),
-         "phases_us": {d: results[d]["times"] for d in results}}, indent=1))
+         "phases_us": {d: results[d]["times"] for d in results},
+         "pace": {d: pace(results[d]["times"]) for d in results}}, indent=1))
     print(text)
     return 0
 
