@@ -258,6 +258,12 @@ std::optional<SDPBackend> recorded_backend(const at::Tensor& logsumexp) {
 
 // ---------------------------------------------------------------- forward
 
+// A one-element tensor as a 0-dim view of it (the op returns its philox seed
+// and offset 0-dim); others as they are.
+at::Tensor one_element_as_scalar(const at::Tensor& t) {
+  return t.defined() && t.dim() == 1 && t.size(0) == 1 ? t.squeeze(0) : t;
+}
+
 using ForwardResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt,
                                  at::Tensor, at::Tensor, at::Tensor>;
 
@@ -321,8 +327,10 @@ ForwardResult fused_attention(const at::Tensor& query, const at::Tensor& key, co
                                                           is_causal, false, scale);
     out = std::get<0>(result);
     logsumexp = std::get<1>(result).reshape({batch, heads, length});  // [B, H, L, 1]
-    seed = std::get<6>(result);
-    offset = std::get<7>(result);
+    // cuDNN's philox seed and offset are [1] tensors, filled on the stream
+    // when there is dropout: 0-dim views keep their values for the backward.
+    seed = one_element_as_scalar(std::get<6>(result));
+    offset = one_element_as_scalar(std::get<7>(result));
   }
   out = output_like_query(out, q);
   logsumexp = logsumexp.is_contiguous() ? logsumexp : logsumexp.contiguous();
@@ -412,9 +420,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backw
         blhe(g), q, k, v, padded_mask, blhe(o), lse_padded, seed, offset, dropout_p,
         {grad_input_mask[0], grad_input_mask[1], grad_input_mask[2], false}, is_causal, scale);
   } else {
+    // cuDNN's seed and offset as its forward made them, [1] (the forward
+    // returned 0-dim views of them).
+    const auto as_cudnn = [](const at::Tensor& t) { return t.defined() && t.dim() == 0 ? t.unsqueeze(0) : t; };
     std::tie(dq, dk, dv) = at::_scaled_dot_product_cudnn_attention_backward(
-        g, q, k, v, o, lse.unsqueeze(-1), seed, offset, mask, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p,
-        is_causal, scale);
+        g, q, k, v, o, lse.unsqueeze(-1), as_cudnn(seed), as_cudnn(offset), mask, cum_seq_q, cum_seq_k, max_q,
+        max_k, dropout_p, is_causal, scale);
   }
   dq = gradient_like(dq, q);
   dk = gradient_like(dk, k);

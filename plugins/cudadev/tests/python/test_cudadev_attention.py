@@ -105,6 +105,16 @@ def test_the_backward_matches_the_math_definition(name, heads, lengths, head, kw
         torch.testing.assert_close(leaf.grad.cpu().double(), reference.grad, **tolerance)
 
 
+def cuda_takes(backend, q, k, v, dropout_p=0.0):
+    """Whether torch.cuda's own choice runs `backend`'s kernel for these
+    tensors (requires_grad as given, causal), with that kernel alone enabled."""
+    with sdpa_kernel([BACKENDS[backend]]):
+        try:
+            return torch.ops.aten._fused_sdp_choice(q, k, v, None, dropout_p, True) == int(BACKENDS[backend])
+        except RuntimeError:  # no enabled kernel takes them
+            return False
+
+
 # Query, key and value of [2, 4, 64, 64] in memory laid out three ways: packed
 # [B, H, L, E]; a transpose of [B, L, H, E] (dense, not contiguous: how
 # attention modules split heads); every other row of a longer sequence (not
@@ -128,10 +138,9 @@ def test_outputs_and_gradients_are_laid_out_as_empty_like_says(layout, backend):
     kernel's own results, whatever layout it returned, in every layout
     empty_like distinguishes, against empty_like itself."""
     q, k, v = (LAYOUTS[layout](host(2, 4, 64, 64, seed=seed, dtype=torch.bfloat16)) for seed in (1, 2, 3))
+    if not cuda_takes(backend, *(LAYOUTS[layout](t.cuda()).requires_grad_(True) for t in (q, k, v))):
+        pytest.skip(f"torch.cuda's {backend} kernel does not take the {layout} layout for training here")
     with sdpa_kernel([BACKENDS[backend], SDPBackend.OVERRIDEABLE]):
-        cuda_choice = choice(*(LAYOUTS[layout](t.cuda()) for t in (q, k, v)), {"is_causal": True})
-        if cuda_choice != int(BACKENDS[backend]):
-            pytest.skip(f"torch.cuda's {backend} kernel does not take the {layout} layout here (choice {cuda_choice})")
         leaves = [LAYOUTS[layout](t.to("cudadev")).detach().requires_grad_(True) for t in (q, k, v)]
         assert [leaf.stride() for leaf in leaves] == [t.stride() for t in (q, k, v)]
         views = [leaf.view_as(leaf) for leaf in leaves]  # non-leaf: a hook sees the gradient the op returned
@@ -153,22 +162,31 @@ def test_outputs_and_gradients_are_laid_out_as_empty_like_says(layout, backend):
         torch.testing.assert_close(returned[i].cpu().double(), reference.grad, rtol=3e-2, atol=3e-2)
 
 
-def test_dropout_is_torch_cudas_and_the_backward_replays_its_mask():
+@pytest.mark.parametrize("backend", BACKENDS, ids=list(BACKENDS))
+def test_dropout_is_torch_cudas_and_the_backward_replays_its_mask(backend):
     """Dropout on both devices from the same CUDA generator state gives the
     same output. With the values the identity (value = I, key length = head
     size), the output is the dropped-out attention matrix itself, so the
     value gradient of grad_out G must be output^T @ G: the backward replayed
-    the forward's mask."""
+    the forward's mask, with the philox seed and offset the forward returned
+    (flash's as views of its state, cuDNN's as 0-dim views of its [1]
+    tensors, memory-efficient's as they are). Each fused kernel in turn, where
+    torch.cuda's own choice takes it for dropout (cuDNN declines dropout in
+    some versions)."""
     length = head = 64
     q, k = host(2, 4, length, head, seed=1, dtype=torch.bfloat16), host(2, 4, length, head, seed=2,
                                                                          dtype=torch.bfloat16)
     v = torch.eye(head, dtype=torch.bfloat16).expand(2, 4, length, head).contiguous()
+    if not cuda_takes(backend, *(t.cuda().requires_grad_(True) for t in (q, k, v)), dropout_p=0.3):
+        pytest.skip(f"torch.cuda's {backend} kernel does not take dropout for training here")
     outputs = {}
     for device in ("cuda", "cudadev"):
         torch.cuda.manual_seed(1234)
         leaves = [t.to(device).requires_grad_(True) for t in (q, k, v)]
-        outputs[device] = (F.scaled_dot_product_attention(*leaves, dropout_p=0.3, is_causal=True), leaves)
+        with sdpa_kernel([BACKENDS[backend]] + ([SDPBackend.OVERRIDEABLE] if device == "cudadev" else [])):
+            outputs[device] = (F.scaled_dot_product_attention(*leaves, dropout_p=0.3, is_causal=True), leaves)
     expected, actual = outputs["cuda"][0], outputs["cudadev"][0]
+    assert type(actual.grad_fn).__name__ == FUSED_BACKWARD
     assert torch.equal(actual.detach().cpu(), expected.detach().cpu())
     assert (actual.detach().cpu() == 0).float().mean() > 0.2, "no dropout happened"
     grad = host(2, 4, length, head, seed=3, dtype=torch.bfloat16)
