@@ -328,3 +328,30 @@ def test_a_capturable_optimizer_step_is_captured_and_matches_eager():
     # step 1 warms up, step 2 captures and replays, steps 3-4 replay
     assert counted["captures"] >= 1 and counted["replays"] >= 3 and counted["not_captured"] == 0, \
         graph_capture_counts()
+
+
+def test_a_graph_handed_a_tensor_of_another_accelerator_runs_uncaptured_naming_it(caplog):
+    """The refusal's other branch: a graph input on a device that is neither
+    the plugin's nor the CPU. This machine has no second accelerator, so a
+    meta tensor stands in for one, handed straight to the wrapper devbridge
+    puts around a compiled graph (graph_capture._Graphified); the graph runs
+    as compiled on every call, and one warning names the tensor and why."""
+    from devbridge.inductor import graph_capture
+
+    calls = []
+
+    def compiled_graph(inputs):
+        calls.append([x.device.type for x in inputs])
+        return [inputs[0] * 2]
+
+    wrapper = graph_capture._Graphified("simdev", compiled_graph, static_input_idxs=(), mutated_input_idxs=())
+    counted = Counted()
+    x = host(4, 8, seed=0).to("simdev")
+    with caplog.at_level(logging.WARNING, logger="devbridge.inductor"):
+        results = [wrapper([x, torch.empty(3, device="meta")]) for _ in range(3)]
+    assert calls == [["simdev", "meta"]] * 3
+    for (result,) in results:
+        torch.testing.assert_close(result.cpu(), x.cpu() * 2)
+    assert counted["captures"] == 0 and counted["replays"] == 0 and counted["not_captured"] == 1, \
+        graph_capture_counts()
+    assert "tensor on meta, whose work a capture on simdev cannot record" in caplog.text, caplog.text
