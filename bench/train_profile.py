@@ -119,14 +119,19 @@ def phase_times(model_name: str, device: str, iterations: int) -> tuple[dict, st
 
 # torch's fused-attention ops on cuda and the overrideable op a plugin runs
 # in their place (the same kernels underneath), paired in the comparison.
-ATTENTION_OP = re.compile(r"aten::_scaled_dot_product_(?:flash|efficient|cudnn|fused)_attention(?:_overrideable)?"
-                          r"(_backward)?$")
+PEER_ATTENTION_OP = re.compile(r"aten::_scaled_dot_product_(?:flash|efficient|cudnn)_attention(_backward)?$")
+PLUGIN_ATTENTION_OP = re.compile(r"aten::_scaled_dot_product_fused_attention_overrideable(_backward)?$")
 
 
-def operator_role(name: str) -> str:
+def operator_role(name: str, plugin: bool) -> str:
+    """The row an operator is compared in: its name, but for the compiled
+    graphs' code (whose name carries a hash) and the fused-attention op, which
+    on the peer is cuda's own op and on the plugin the overrideable one (a
+    plugin running cuda's op inside it, as cudadev does, keeps that one under
+    its own name, so that no call is counted twice)."""
     if name.startswith("## Call CompiledFxGraph"):
-        return "## Call CompiledFxGraph (the compiled graphs' code, all graphs)"  # the name carries a hash
-    match = ATTENTION_OP.match(name)
+        return "## Call CompiledFxGraph (the compiled graphs' code, all graphs)"
+    match = (PLUGIN_ATTENTION_OP if plugin else PEER_ATTENTION_OP).match(name)
     if match is None:
         return name
     return "SDPA fused op" + (", backward" if match.group(1) else "") + " (cuda's own / the overrideable)"
@@ -148,16 +153,17 @@ def host_time_by_operator(peer: list[dict], plugin: list[dict], iterations: int,
     """Markdown lines: the operators whose self host time per step differs
     most between the devices (matched by name, fused-attention ops by role),
     with calls per step and host time per call (children included)."""
-    def by_role(operators):
+    empty = {"calls": 0, "cpu_total_us": 0.0, "self_cpu_us": 0.0}
+
+    def by_role(operators, on_plugin):
         merged: dict = {}
         for op in operators:
-            row = merged.setdefault(operator_role(op["name"]), {"calls": 0, "cpu_total_us": 0.0, "self_cpu_us": 0.0})
+            row = merged.setdefault(operator_role(op["name"], on_plugin), dict(empty))
             for key in row:
                 row[key] += op[key]
         return merged
 
-    a, b = by_role(peer), by_role(plugin)
-    empty = {"calls": 0, "cpu_total_us": 0.0, "self_cpu_us": 0.0}
+    a, b = by_role(peer, False), by_role(plugin, True)
     rows = []
     for role in set(a) | set(b):
         x, y = a.get(role, empty), b.get(role, empty)

@@ -62,8 +62,8 @@ def on(device, tensors, kwargs, requires_grad=False):
                    for key, value in kwargs.items()}
 
 
-def choice(q, k, v, kwargs):
-    return torch.ops.aten._fused_sdp_choice(q, k, v, kwargs.get("attn_mask"), 0.0, kwargs.get("is_causal", False),
+def choice(q, k, v, kwargs, dropout_p=0.0):
+    return torch.ops.aten._fused_sdp_choice(q, k, v, kwargs.get("attn_mask"), dropout_p, kwargs.get("is_causal", False),
                                             scale=kwargs.get("scale"), enable_gqa=kwargs.get("enable_gqa", False))
 
 
@@ -110,7 +110,7 @@ def cuda_takes(backend, q, k, v, dropout_p=0.0):
     tensors (requires_grad as given, causal), with that kernel alone enabled."""
     with sdpa_kernel([BACKENDS[backend]]):
         try:
-            return torch.ops.aten._fused_sdp_choice(q, k, v, None, dropout_p, True) == int(BACKENDS[backend])
+            return choice(q, k, v, {"is_causal": True}, dropout_p) == int(BACKENDS[backend])
         except RuntimeError:  # no enabled kernel takes them
             return False
 
