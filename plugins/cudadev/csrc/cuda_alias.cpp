@@ -3,6 +3,7 @@
 #include <ATen/ops/zeros.h>
 #include <c10/core/TensorImpl.h>
 
+#include "alias_cache.h"
 #include "allocator.h"
 #include "streams.h"
 
@@ -77,42 +78,147 @@ c10::cuda::CUDAStream current_stream_as_cuda(c10::DeviceIndex idx) {
   return c10::cuda::getStreamFromExternal(current_native_stream(idx), idx);
 }
 
+namespace {
+
+// Past this many tensors a scope indexes what it aliased (pointer_index.h).
+constexpr size_t kIndexedFrom = 8;
+
+template <typename Vector, typename Key>
+std::optional<size_t> linear_find(const Vector& items, Key&& key_of, const void* key) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (key_of(items[i]) == key) {
+      return i;
+    }
+  }
+  return std::nullopt;
+}
+
+// A CUDA storage over a cudadev storage's memory (`data`) that does not own
+// it: for the alias cache, whose aliases outlive the call (alias_cache.h).
+// Not resizable, so a kernel cannot give the tensor other memory through it.
+c10::Storage borrowing_alias_storage(const c10::Storage& cudadev_storage, void* data,
+                                     c10::DeviceIndex device) {
+  return c10::Storage(c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), cudadev_storage.nbytes(),
+      c10::DataPtr(data, c10::Device(c10::DeviceType::CUDA, device)), /*allocator=*/nullptr,
+      /*resizable=*/false));
+}
+
+}  // namespace
+
 void AliasScope::reserve(size_t num_tensors) {
   storages_.reserve(num_tensors);
   tensors_.reserve(num_tensors);
+  if (num_tensors > kIndexedFrom && !indexed_) {
+    indexed_ = true;
+    for (PointerIndex* index : {&tensor_index_, &alias_tensor_index_, &storage_index_,
+                                &alias_storage_index_, &adopted_index_}) {
+      index->reserve(num_tensors);
+    }
+    // What the scope aliased before it was told how many tensors come.
+    for (size_t i = 0; i < storages_.size(); ++i) {
+      storage_index_.insert(storages_[i].cudadev.unsafeGetStorageImpl(), i);
+      alias_storage_index_.insert(storages_[i].alias.unsafeGetStorageImpl(), i);
+    }
+    for (size_t i = 0; i < tensors_.size(); ++i) {
+      tensor_index_.insert(tensors_[i].cudadev.unsafeGetTensorImpl(), i);
+      alias_tensor_index_.insert(tensors_[i].alias.unsafeGetTensorImpl(), i);
+    }
+    for (size_t i = 0; i < adopted_.size(); ++i) {
+      adopted_index_.insert(adopted_[i].first, i);
+    }
+  }
+}
+
+std::optional<size_t> AliasScope::find_tensor(const c10::TensorImpl* cudadev) const {
+  if (indexed_) {
+    return tensor_index_.find(cudadev);
+  }
+  return linear_find(
+      tensors_, [](const TensorPair& p) { return p.cudadev.unsafeGetTensorImpl(); }, cudadev);
+}
+
+std::optional<size_t> AliasScope::find_alias_tensor(const c10::TensorImpl* alias) const {
+  if (indexed_) {
+    return alias_tensor_index_.find(alias);
+  }
+  return linear_find(
+      tensors_, [](const TensorPair& p) { return p.alias.unsafeGetTensorImpl(); }, alias);
+}
+
+std::optional<size_t> AliasScope::find_storage(const c10::StorageImpl* cudadev) const {
+  if (indexed_) {
+    return storage_index_.find(cudadev);
+  }
+  return linear_find(
+      storages_, [](const StoragePair& p) { return p.cudadev.unsafeGetStorageImpl(); }, cudadev);
+}
+
+std::optional<size_t> AliasScope::find_alias_storage(const c10::StorageImpl* alias) const {
+  if (indexed_) {
+    return alias_storage_index_.find(alias);
+  }
+  return linear_find(
+      storages_, [](const StoragePair& p) { return p.alias.unsafeGetStorageImpl(); }, alias);
+}
+
+std::optional<size_t> AliasScope::find_adopted(const c10::StorageImpl* cuda) const {
+  if (indexed_) {
+    return adopted_index_.find(cuda);
+  }
+  return linear_find(adopted_, [](const auto& p) { return p.first; }, cuda);
+}
+
+void AliasScope::add_storage(StoragePair pair) {
+  if (indexed_) {
+    storage_index_.insert(pair.cudadev.unsafeGetStorageImpl(), storages_.size());
+    alias_storage_index_.insert(pair.alias.unsafeGetStorageImpl(), storages_.size());
+  }
+  storages_.push_back(std::move(pair));
+}
+
+void AliasScope::add_tensor(TensorPair pair) {
+  if (indexed_) {
+    tensor_index_.insert(pair.cudadev.unsafeGetTensorImpl(), tensors_.size());
+    alias_tensor_index_.insert(pair.alias.unsafeGetTensorImpl(), tensors_.size());
+  }
+  tensors_.push_back(std::move(pair));
 }
 
 size_t AliasScope::alias_storage_for(const c10::Storage& cudadev_storage) {
   c10::StorageImpl* impl = cudadev_storage.unsafeGetStorageImpl();
-  for (size_t i = 0; i < storages_.size(); ++i) {
-    if (storages_[i].cudadev.unsafeGetStorageImpl() == impl) {
-      return i;
-    }
+  if (const std::optional<size_t> known = find_storage(impl)) {
+    return *known;
   }
   // mutable_data() materialises a copy-on-write storage first, so a kernel
   // writing through the alias never writes into memory another tensor shares.
   void* data = impl->mutable_data();
   const size_t nbytes = impl->nbytes();
-  c10::DataPtr data_ptr(data, c10::Storage(cudadev_storage).unsafeReleaseStorageImpl(),
-                        &release_storage_impl, c10::Device(c10::DeviceType::CUDA, device_));
-  c10::Storage alias(c10::make_intrusive<c10::StorageImpl>(
-      c10::StorageImpl::use_byte_size_t(), nbytes, std::move(data_ptr),
-      &alias_storage_allocator(), impl->resizable()));
-  storages_.push_back(StoragePair{cudadev_storage, std::move(alias), data, nbytes});
+  c10::Storage alias;
+  if (cache_ != nullptr) {
+    alias = cache_->storage_alias(cudadev_storage, data);
+    if (!alias) {
+      alias = borrowing_alias_storage(cudadev_storage, data, device_);
+      cache_->keep_storage_alias(cudadev_storage, data, alias);
+    }
+  } else {
+    c10::DataPtr data_ptr(data, c10::Storage(cudadev_storage).unsafeReleaseStorageImpl(),
+                          &release_storage_impl, c10::Device(c10::DeviceType::CUDA, device_));
+    alias = c10::Storage(c10::make_intrusive<c10::StorageImpl>(
+        c10::StorageImpl::use_byte_size_t(), nbytes, std::move(data_ptr),
+        &alias_storage_allocator(), impl->resizable()));
+  }
+  add_storage(StoragePair{cudadev_storage, std::move(alias), data, nbytes});
   return storages_.size() - 1;
 }
 
 c10::Storage AliasScope::cudadev_storage_for(const c10::Storage& cuda_storage) {
   c10::StorageImpl* impl = cuda_storage.unsafeGetStorageImpl();
-  for (const StoragePair& pair : storages_) {
-    if (pair.alias.unsafeGetStorageImpl() == impl) {
-      return pair.cudadev;
-    }
+  if (const std::optional<size_t> ours = find_alias_storage(impl)) {
+    return storages_[*ours].cudadev;
   }
-  for (const auto& [cuda_impl, cudadev] : adopted_) {
-    if (cuda_impl == impl) {
-      return cudadev;
-    }
+  if (const std::optional<size_t> adopted = find_adopted(impl)) {
+    return adopted_[*adopted].second;
   }
   TORCH_CHECK(cuda_storage.device() == c10::Device(c10::DeviceType::CUDA, device_),
               "cudadev: a CUDA kernel run for cudadev:", static_cast<int>(device_),
@@ -122,20 +228,34 @@ c10::Storage AliasScope::cudadev_storage_for(const c10::Storage& cuda_storage) {
       c10::StorageImpl::use_byte_size_t(), nbytes,
       allocator().adopt_cuda_storage(cuda_storage, device_), &allocator(),
       /*resizable=*/true));
+  if (indexed_) {
+    adopted_index_.insert(impl, adopted_.size());
+  }
   adopted_.emplace_back(impl, cudadev);
   return cudadev;
 }
 
+at::Tensor AliasScope::alias_over(size_t storage, const at::Tensor& cudadev_tensor) {
+  const c10::Storage& alias_storage = storages_[storage].alias;
+  if (cache_ == nullptr) {
+    return tensor_over(alias_storage, c10::DispatchKey::CUDA, cudadev_tensor);
+  }
+  at::Tensor alias = cache_->tensor_alias(cudadev_tensor, alias_storage);
+  if (!alias.defined()) {
+    alias = tensor_over(alias_storage, c10::DispatchKey::CUDA, cudadev_tensor);
+    cache_->keep_tensor_alias(cudadev_tensor, alias);
+  }
+  return alias;
+}
+
 at::Tensor AliasScope::to_cuda(const at::Tensor& cudadev_tensor) {
-  for (const TensorPair& pair : tensors_) {
-    if (pair.cudadev.unsafeGetTensorImpl() == cudadev_tensor.unsafeGetTensorImpl()) {
-      return pair.alias;
-    }
+  if (const std::optional<size_t> known = find_tensor(cudadev_tensor.unsafeGetTensorImpl())) {
+    return tensors_[*known].alias;
   }
   check_aliasable(cudadev_tensor, device_);
   const size_t storage = alias_storage_for(cudadev_tensor.storage());
-  at::Tensor alias = tensor_over(storages_[storage].alias, c10::DispatchKey::CUDA, cudadev_tensor);
-  tensors_.push_back(TensorPair{cudadev_tensor, alias, storage});
+  at::Tensor alias = alias_over(storage, cudadev_tensor);
+  add_tensor(TensorPair{cudadev_tensor, alias, storage});
   return alias;
 }
 
@@ -188,10 +308,8 @@ at::Tensor AliasScope::to_cudadev(const at::Tensor& result) {
   if (!result.defined() || result.device().type() != c10::DeviceType::CUDA) {
     return result;
   }
-  for (const TensorPair& pair : tensors_) {
-    if (pair.alias.unsafeGetTensorImpl() == result.unsafeGetTensorImpl()) {
-      return pair.cudadev;
-    }
+  if (const std::optional<size_t> ours = find_alias_tensor(result.unsafeGetTensorImpl())) {
+    return tensors_[*ours].cudadev;
   }
   if (result._is_zerotensor()) {
     // A ZeroTensor (autograd's memory-free zeros) has no memory to adopt;

@@ -19,11 +19,14 @@
 // memory, which write_back() moves into the cudadev storage.
 
 #include <array>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 #include <c10/cuda/CUDAStream.h>
+
+#include "pointer_index.h"
 
 namespace cudadev {
 
@@ -31,14 +34,21 @@ namespace cudadev {
 // for CUDAStreamGuard.
 c10::cuda::CUDAStream current_stream_as_cuda(c10::DeviceIndex idx);
 
+class AliasCache;
+
 class AliasScope {
  public:
-  explicit AliasScope(c10::DeviceIndex device) : device_(device) {}
+  // With a cache (alias_cache.h), the scope takes the aliases of tensors it
+  // saw in earlier calls from it, and keeps those it makes there; only for
+  // operators whose kernels follow the cache's rule.
+  explicit AliasScope(c10::DeviceIndex device, AliasCache* cache = nullptr)
+      : device_(device), cache_(cache) {}
   AliasScope(const AliasScope&) = delete;
   AliasScope& operator=(const AliasScope&) = delete;
 
   // Room for `num_tensors` aliases, so that a call aliasing long tensor
-  // lists (the multi-tensor operators, foreach.cpp) grows no vector.
+  // lists (the multi-tensor operators, foreach.cpp) grows no vector; past a
+  // few tensors, lookups go through hash indexes instead of linear searches.
   void reserve(size_t num_tensors);
 
   // The CUDA alias of a cudadev tensor on this scope's device; the same
@@ -70,12 +80,27 @@ class AliasScope {
   // The index of the StoragePair of a cudadev storage, made if new.
   size_t alias_storage_for(const c10::Storage& cudadev_storage);
   c10::Storage cudadev_storage_for(const c10::Storage& cuda_storage);
+  at::Tensor alias_over(size_t storage, const at::Tensor& cudadev_tensor);
+
+  // Positions in storages_, tensors_ and adopted_ by pointer: through the
+  // indexes once reserve() asked for them, by linear search otherwise.
+  std::optional<size_t> find_tensor(const c10::TensorImpl* cudadev) const;
+  std::optional<size_t> find_alias_tensor(const c10::TensorImpl* alias) const;
+  std::optional<size_t> find_storage(const c10::StorageImpl* cudadev) const;
+  std::optional<size_t> find_alias_storage(const c10::StorageImpl* alias) const;
+  std::optional<size_t> find_adopted(const c10::StorageImpl* cuda) const;
+  void add_storage(StoragePair pair);
+  void add_tensor(TensorPair pair);
 
   c10::DeviceIndex device_;
+  AliasCache* cache_;
   std::vector<StoragePair> storages_;
   std::vector<TensorPair> tensors_;
   // Fresh CUDA storages already adopted in this scope (outputs sharing one).
   std::vector<std::pair<c10::StorageImpl*, c10::Storage>> adopted_;
+  bool indexed_ = false;
+  PointerIndex tensor_index_, alias_tensor_index_, storage_index_, alias_storage_index_,
+      adopted_index_;
 };
 
 // CUDA aliases for the kernels cudadev calls directly on its hot paths

@@ -26,6 +26,7 @@
 #include <optional>
 #include <string>
 
+#include "alias_cache.h"
 #include "cuda_alias.h"
 #include "device.h"
 #include "fallback.h"
@@ -172,10 +173,8 @@ class DeviceOfCall {
   Origin cuda_from_;
 };
 
-}  // namespace
-
-void run_cuda_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/,
-                     torch::jit::Stack* stack) {
+// The CUDA path of one call (the steps above); `cache` as in AliasScope.
+void run_on_cuda(const c10::OperatorHandle& op, torch::jit::Stack* stack, AliasCache* cache) {
   const c10::FunctionSchema& schema = op.schema();
   const size_t num_arguments = schema.arguments().size();
   TORCH_INTERNAL_ASSERT(stack->size() >= num_arguments);
@@ -194,7 +193,7 @@ void run_cuda_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/
                               "(t.cpu()), or give cudadev a kernel for it.");
 
   c10::cuda::CUDAStreamGuard on_cudadev_stream(current_stream_as_cuda(idx));
-  AliasScope scope(idx);
+  AliasScope scope(idx, cache);
   size_t num_tensors = 0;
   for (size_t i = first_argument; i < stack->size(); ++i) {
     for_each_tensor((*stack)[i], [&num_tensors](const at::Tensor&) { ++num_tensors; });
@@ -219,6 +218,18 @@ void run_cuda_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/
     (*stack)[i] = map_tensors((*stack)[i], is_cuda,
                               [&scope](const at::Tensor& t) { return scope.to_cudadev(t); });
   }
+}
+
+}  // namespace
+
+void run_cuda_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/,
+                     torch::jit::Stack* stack) {
+  run_on_cuda(op, stack, /*cache=*/nullptr);
+}
+
+void run_cuda_multi_tensor_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/,
+                                  torch::jit::Stack* stack) {
+  run_on_cuda(op, stack, &AliasCache::of_this_thread());
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

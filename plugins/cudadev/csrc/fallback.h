@@ -13,4 +13,11 @@ namespace cudadev {
 void run_cuda_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                      torch::jit::Stack* stack);
 
+// The same for torch's multi-tensor operators, whose CUDA kernels neither keep
+// nor resize their arguments: their aliases come from, and stay in, the
+// calling thread's AliasCache (alias_cache.h), as the same lists come back on
+// every optimizer step.
+void run_cuda_multi_tensor_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+                                  torch::jit::Stack* stack);
+
 }  // namespace cudadev

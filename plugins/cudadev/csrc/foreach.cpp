@@ -18,10 +18,14 @@
 // PrivateUse1 kernel gets the fallback's CUDA path (fallback.cpp). Their out=
 // forms have no CUDA kernel and keep the composite loop, as on torch.cuda.
 //
-// Host cost (bench/multi_tensor_host.py, H200): 1-3 us per call and 0.3-0.55
-// us per tensor argument more than torch.cuda's own call, by the host's load;
-// what the fallback does per tensor is make and release a CUDA alias
-// (cuda_alias.h). Boxing is not what costs: unboxed kernels for these
+// Host cost (bench/multi_tensor_host.py, H200, commit 64e9a84): 1-3 us per
+// call and 0.3-0.55 us per tensor argument more than torch.cuda's own call,
+// by the host's load; what the fallback did per tensor was make and release a
+// CUDA alias (cuda_alias.h), and look the tensor up among those it had
+// aliased, a linear search. So these operators take their aliases from a
+// cache kept across calls (alias_cache.h; the same lists come back on every
+// optimizer step), and their scopes index what they aliased
+// (pointer_index.h). Boxing is not what costs: unboxed kernels for these
 // operators, tried at commit 8ddd1b4, gave _foreach_lerp_.Scalar a gap to
 // torch.cuda within 0.1 us per call and 0.06 us per tensor of the gap that
 // _foreach_lerp_.ScalarList, left on the fallback, had in the same run; they
@@ -56,7 +60,7 @@ std::unique_ptr<torch::Library> register_multi_tensor_operators() {
     }
     const std::string qualified =
         name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
-    library->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_cuda_kernel>());
+    library->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_cuda_multi_tensor_kernel>());
   }
   return library;
 }

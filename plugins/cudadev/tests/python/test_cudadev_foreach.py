@@ -140,3 +140,88 @@ def test_an_adamw_foreach_step_matches_torch_cuda():
     for got, expected in zip(parameters["cudadev"], parameters["cuda"]):
         torch.testing.assert_close(got, expected, rtol=0, atol=0)
     assert launched["cudadev"] == launched["cuda"], launched
+
+
+# The multi-tensor operators keep their CUDA aliases from one call to the next
+# (csrc/alias_cache.h): the same lists come back on every optimizer step. The
+# tests below change what a cached alias describes between two calls and
+# check that the next call sees the change, as torch.cuda does.
+
+def both_devices(build):
+    """build(device) on cudadev and on torch.cuda, each result moved to the CPU."""
+    return {device: [t.cpu() for t in build(device)] for device in ("cudadev", "cuda")}
+
+
+def assert_same(results):
+    for got, expected in zip(results["cudadev"], results["cuda"], strict=True):
+        torch.testing.assert_close(got, expected, rtol=0, atol=0)
+
+
+def test_a_tensor_given_other_memory_between_calls_is_aliased_anew():
+    def build(device):
+        xs = tensors(device, seed=0)
+        torch._foreach_add_(xs, 1.0)  # cached here
+        xs[0].resize_(4096)  # the same tensor, new memory (and geometry)
+        xs[0].fill_(2.0)
+        xs[1].data = torch.full_like(xs[1], 3.0)  # the same tensor, another storage
+        xs[2].transpose_(0, 2)  # the same memory, other strides
+        torch._foreach_mul_(xs, 2.0)
+        return xs
+    assert_same(both_devices(build))
+
+
+def test_a_freed_tensors_memory_handed_to_a_new_tensor_is_seen_as_the_new_one():
+    def build(device):
+        results = []
+        for step in range(4):
+            xs = [torch.full((1 << 16,), float(step + i), device=device) for i in range(6)]
+            torch._foreach_addcmul_(xs, xs, xs, value=0.5)
+            results += [x.clone() for x in xs]
+            del xs  # the next step's tensors may get this memory back
+        return results
+    assert_same(both_devices(build))
+
+
+def test_views_of_one_storage_across_calls_give_cudas_values():
+    def build(device):
+        base = torch.arange(48, dtype=torch.float32).reshape(6, 8).to(device)
+        rows = [base[0], base[1:3]]
+        torch._foreach_add_(rows, 1.0)
+        columns = [base[:, 5], base[:, 0]]  # new views of the same storage
+        torch._foreach_mul_(columns, 3.0)
+        torch._foreach_add_(rows + columns, 0.5)
+        return [base]
+    assert_same(both_devices(build))
+
+
+def test_the_cache_keeps_no_memory_of_freed_tensors_alive():
+    torch.accelerator.synchronize()
+    before = torch.cudadev.memory_allocated()
+    xs = [torch.ones(1 << 20, device="cudadev") for _ in range(8)]
+    ys = torch._foreach_sqrt(xs)  # fresh results: adopted CUDA memory
+    torch._foreach_add_(xs, ys)
+    del xs, ys
+    torch.accelerator.synchronize()
+    assert torch.cudadev.memory_allocated() == before
+
+
+def test_host_threads_with_lists_of_their_own_run_concurrently_in_order():
+    import threading
+
+    def work(device, seed, out, index):
+        xs = tensors(device, seed=seed)
+        for _ in range(50):
+            torch._foreach_mul_(xs, 1.01)
+            torch._foreach_add_(xs, xs, alpha=0.01)
+        out[index] = [x.cpu() for x in xs]
+
+    results = {}
+    for device in ("cudadev", "cuda"):
+        out = [None] * 4
+        threads = [threading.Thread(target=work, args=(device, seed, out, seed)) for seed in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        results[device] = [t for per_thread in out for t in per_thread]
+    assert_same(results)
