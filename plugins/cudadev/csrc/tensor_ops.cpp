@@ -11,6 +11,8 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <typeinfo>
+
 #include "allocator.h"
 #include "argument_devices.h"
 #include "device.h"
@@ -150,9 +152,30 @@ void record_stream(at::Tensor& self, c10::Stream stream) {
   allocator().recordStream(self.storage().data_ptr(), stream);
 }
 
+// Whether `param.data = other` may move one of these tensors into the other's
+// TensorImpl (aten::_has_compatible_shallow_copy_type, which
+// torch.nn.Module.to() asks for every parameter). torch's own answer
+// (c10/core/TensorImpl.h, has_compatible_shallow_copy_type) knows dense CPU,
+// CUDA and a few others but not PrivateUse1, whose plugin is to give its own.
+// Answered no, Module.to("cudadev") wraps each moved parameter in a new
+// Parameter object, module by module, so a parameter two modules share (a
+// language model's tied embedding and output weights) becomes two: another
+// model, with twice the optimizer work for that weight. cudadev tensors are
+// plain dense TensorImpls, as CPU and CUDA ones are.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  const auto plain_dense = [](const at::Tensor& tensor) {
+    const c10::DeviceType type = tensor.device().type();
+    return typeid(*tensor.unsafeGetTensorImpl()) == typeid(c10::TensorImpl) &&
+           tensor.layout() == c10::kStrided &&
+           (type == kCudadev || type == c10::DeviceType::CPU || type == c10::DeviceType::CUDA);
+  };
+  return plain_dense(self) && plain_dense(from);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("empty_strided", TORCH_FN(empty_strided));
   m.impl("as_strided", TORCH_FN(as_strided));

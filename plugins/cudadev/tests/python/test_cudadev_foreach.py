@@ -7,6 +7,8 @@ An AdamW(foreach=True) step on cudadev matches the step on torch.cuda.
 torch.cuda references are computed without autograd (see test_cudadev_ops.py
 for why a torch.cuda backward cannot run beside a PrivateUse1 backend)."""
 
+import gc
+
 import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -195,6 +197,7 @@ def test_views_of_one_storage_across_calls_give_cudas_values():
 
 
 def test_the_cache_keeps_no_memory_of_freed_tensors_alive():
+    gc.collect()  # tensors of earlier tests must not be freed halfway through
     torch.accelerator.synchronize()
     before = torch.cudadev.memory_allocated()
     xs = [torch.ones(1 << 20, device="cudadev") for _ in range(8)]

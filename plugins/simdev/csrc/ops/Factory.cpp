@@ -10,6 +10,8 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <typeinfo>
+
 #include "SimdevAllocator.h"
 #include "SimdevDevice.h"
 #include "ops/ArgumentDevices.h"
@@ -117,9 +119,29 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
   return at::_local_scalar_dense(host);
 }
 
+// Whether `param.data = other` may move one of these tensors into the other's
+// TensorImpl (aten::_has_compatible_shallow_copy_type, which
+// torch.nn.Module.to() asks for every parameter). torch's own answer
+// (c10/core/TensorImpl.h) knows dense CPU, CUDA and a few others but not
+// PrivateUse1, whose plugin is to give its own. Answered no,
+// Module.to("simdev") wraps each moved parameter in a new Parameter object,
+// module by module, so a parameter two modules share (tied embedding and
+// output weights) becomes two. simdev tensors are plain dense TensorImpls.
+bool hasCompatibleShallowCopyType(const at::Tensor& self, const at::Tensor& from) {
+  const auto plainDense = [](const at::Tensor& tensor) {
+    const c10::DeviceType type = tensor.device().type();
+    return typeid(*tensor.unsafeGetTensorImpl()) == typeid(c10::TensorImpl) &&
+           tensor.layout() == c10::kStrided &&
+           (type == c10::DeviceType::PrivateUse1 || type == c10::DeviceType::CPU ||
+            type == c10::DeviceType::CUDA);
+  };
+  return plainDense(self) && plainDense(from);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(hasCompatibleShallowCopyType));
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("empty_strided", TORCH_FN(empty_strided));
   m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
