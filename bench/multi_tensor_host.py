@@ -94,8 +94,10 @@ def child(device: str) -> None:
         step, count = model_adamw_step(torch, device, kind)
         for _ in range(3):
             step()
-        results[f"AdamW(foreach=True).step, {kind} parameters (bf16, with the GPU)|{count}"] = {
-            "samples_us": per_call_us(step, MODEL_CALLS, synchronize, drained=True)}
+        # Keyed by the model, not the count: a device whose Module.to() untied
+        # shared weights has more parameter tensors, and must show as such.
+        results[f"AdamW(foreach=True).step, {kind} parameters (bf16, with the GPU)|model"] = {
+            "samples_us": per_call_us(step, MODEL_CALLS, synchronize, drained=True), "tensors": count}
     print(json.dumps(results))
 
 
@@ -153,16 +155,24 @@ def main() -> int:
                 samples[device].setdefault(key, []).extend(value.get("samples_us", []))
                 if "error" in value:
                     samples[device].setdefault(key + "|error", value["error"])
+                if "tensors" in value:
+                    samples[device][key + "|tensors"] = value["tensors"]
     rows = []
     for key in samples["cuda"]:
-        if key.endswith("|error"):
+        if key.endswith(("|error", "|tensors")):
             continue
         name, n = key.rsplit("|", 1)
         values = {d: statistics.median(samples[d][key]) if samples[d].get(key) else None for d in samples}
         ratio = values["cudadev"] / values["cuda"] if values["cuda"] and values["cudadev"] else None
-        rows.append({"name": name, "tensors": int(n), "unit": "us/call", "cuda": values["cuda"],
-                     "cudadev": values["cudadev"], "ratio": ratio, "target": None, "target_met": None,
-                     "error": samples["cuda"].get(key + "|error") or samples["cudadev"].get(key + "|error")})
+        error = samples["cuda"].get(key + "|error") or samples["cudadev"].get(key + "|error")
+        counts = {d: samples[d].get(key + "|tensors") for d in samples}
+        if n == "model" and counts["cuda"] != counts["cudadev"]:
+            ratio = None  # two different models: no ratio
+            error = (f"the model has {counts['cudadev']} parameter tensors on cudadev and "
+                     f"{counts['cuda']} on cuda: not the same model (did Module.to() untie shared weights?)")
+        rows.append({"name": name, "tensors": counts["cuda"] if n == "model" else int(n), "unit": "us/call",
+                     "cuda": values["cuda"], "cudadev": values["cudadev"], "ratio": ratio, "target": None,
+                     "target_met": None, "error": error})
     meta = {"machine": args.machine, "commit": git_commit(), "torch": torch.__version__,
             "gpu": torch.cuda.get_device_name(0)}
     lines = [f"# Host time per call of the multi-tensor operators of an AdamW step "
@@ -174,6 +184,9 @@ def main() -> int:
     for r in rows:
         lines.append(f"| {r['name']} | {r['tensors']} | {fmt(r['cuda'])} | {fmt(r['cudadev'])} | "
                      f"{fmt(r['ratio'], 2)} |")
+    errors = [f"- {r['name']}: {r['error']}" for r in rows if r["error"]]
+    if errors:
+        lines += ["", "Rows with an error:", "", *errors]
     lines += ["", "Per tensor (slope from 12 to 48 tensors), us:", ""]
     by_name = {}
     for r in rows:

@@ -11,7 +11,7 @@ import pytest
 
 EXPECTED_CHECKS = [
     "backend", "device.count", "device.current", "device.per_thread", "stream.current",
-    "stream.native_handle", "allocator", "device.synchronize", "stream.ordering", "dlpack.installed",
+    "stream.native_handle", "allocator", "module.to", "device.synchronize", "stream.ordering", "dlpack.installed",
     "dlpack.version", "dlpack.stream", "dlpack.roundtrip", "dlpack.allocator", "triton.kernel", "torch.compile",
     "distributed",
 ]
@@ -247,3 +247,16 @@ def test_plugin_without_native_handle_passes_devbridge_checks_with_its_resolver(
     assert "devbridge itself uses the registered stream resolver" in failed["stream.native_handle"]["detail"]
     live = next(c for c in report["checks"] if c["name"] == "dlpack.stream")
     assert "through the plugin's stream resolver" in live["detail"]
+
+
+@needs_simdev
+def test_a_plugin_that_does_not_answer_shallow_copy_compatibility_fails_module_to_with_the_fix():
+    # What a plugin without its own aten::_has_compatible_shallow_copy_type gets:
+    # torch's built-in "no" for PrivateUse1 (simdev's kernel overridden here).
+    report = run_check_in(
+        "lib = torch.library.Library('aten', 'IMPL')\n"
+        "lib.impl('_has_compatible_shallow_copy_type', lambda self, other: False, 'PrivateUse1')")
+    failed = failures(report)
+    assert set(failed) == {"module.to"}, failed
+    assert "became two" in failed["module.to"]["detail"]
+    assert "aten::_has_compatible_shallow_copy_type" in failed["module.to"]["fix"]

@@ -212,6 +212,29 @@ def _allocator(backend: Backend, result: CheckResult) -> None:
         lambda: torch.empty(256, dtype=torch.float32, device=device))
 
 
+@check("module.to", "Module.to() keeps Parameter objects (tied weights stay tied)", depends_on=("allocator",))
+def _module_to(backend: Backend, result: CheckResult) -> None:
+    # torch.nn.Module.to() moves a parameter in place (`param.data = moved`)
+    # only where aten::_has_compatible_shallow_copy_type says yes; torch's
+    # built-in answer (c10/core/TensorImpl.h) does not know PrivateUse1.
+    device = _device(backend, torch.accelerator.current_device_index())
+    embedding = torch.nn.Embedding(8, 4)
+    head = torch.nn.Linear(4, 8, bias=False)
+    head.weight = embedding.weight  # tied, as a language model's output layer and embedding
+    weight = embedding.weight
+    torch.nn.Sequential(embedding, head).to(device)
+    if embedding.weight is not weight or head.weight is not embedding.weight:
+        raise CheckFailed(
+            f"Module.to({device}) put new Parameter objects in the modules: a weight two modules "
+            "shared (a tied embedding and output layer) became two, and an optimizer made before "
+            "the move would keep updating the old objects",
+            "register a PrivateUse1 kernel for aten::_has_compatible_shallow_copy_type that returns "
+            "True for your dense tensors against CPU tensors and your own (torch's built-in answer, "
+            "c10/core/TensorImpl.h, does not know PrivateUse1)",
+        )
+    result.detail = f"a tied weight moved to {device} in place, still one Parameter"
+
+
 @check("device.synchronize", "torch.accelerator.synchronize() waits for every stream",
        depends_on=("stream.current", "allocator"))
 def _synchronize(backend: Backend, result: CheckResult) -> None:

@@ -28,6 +28,8 @@ SOURCES = {path.name for path in (Path(__file__).resolve().parents[2] / "csrc").
 
 # cudadev's operators with two or more tensor arguments that have no sample, and why.
 NOT_CHECKED = {
+    "aten::_has_compatible_shallow_copy_type": "reads metadata only, and is asked across devices by "
+    "design: Module.to() asks whether a parameter can take the moved tensor in place (tensor_ops.cpp)",
     "aten::_copy_from": "a copy between devices: taking tensors of two devices is what it is for (copy.cpp)",
     "aten::_copy_from_and_resize": "a copy between devices, like _copy_from",
     "aten::_fused_sdp_choice": "reads metadata only; scaled_dot_product_attention refuses mixed devices before "

@@ -31,6 +31,8 @@ OP_SOURCES = {path.name for path in (Path(__file__).resolve().parents[2] / "csrc
 
 # simdev's operators with two or more tensor arguments that have no sample, and why.
 NOT_CHECKED = {
+    "aten::_has_compatible_shallow_copy_type": "reads metadata only, and is asked across devices by "
+    "design: Module.to() asks whether a parameter can take the moved tensor in place (Factory.cpp)",
     "aten::_copy_from": "a copy between devices: taking tensors of two devices is what it is for (Copy.cpp)",
     "aten::_copy_from_and_resize": "a copy between devices, like _copy_from",
     "aten::_fused_sdp_choice": "reads metadata only; scaled_dot_product_attention refuses mixed devices before "

@@ -130,9 +130,20 @@ at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
   return self;
 }
 
+// Module.to() moves parameters in place only where this says yes; torch's
+// built-in answer does not know PrivateUse1 (tied weights would come apart).
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  const auto dense = [](const at::Tensor& t) {
+    return t.layout() == at::kStrided && !t.is_quantized() && !t.is_nested() &&
+           (t.device().type() == c10::DeviceType::CPU || isDevice(t));
+  };
+  return dense(self) && dense(from);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("empty_strided", TORCH_FN(empty_strided));
   m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
