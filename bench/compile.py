@@ -303,7 +303,8 @@ def train_step_child(model_name: str, device: str, iterations: int, cpu: int, ma
     reached. Before the first request it compiles, warms up and pins its main
     thread (the one that launches) to `cpu`, the CPU the other device's child
     is pinned to as well. `make_step`: the script's train_step (default this one's)."""
-    _, _, step, _ = (make_step or train_step)(model_name, device)
+    _, optimizer, step, _ = (make_step or train_step)(model_name, device)
+    params = [p for group in optimizer.param_groups for p in group["params"]] if optimizer is not None else []
     began = time.perf_counter()
     step()
     synchronize(device)
@@ -316,7 +317,8 @@ def train_step_child(model_name: str, device: str, iterations: int, cpu: int, ma
     def reply(**message):
         print(CHILD_REPLY + json.dumps(message), flush=True)
 
-    reply(ready_at=time.time(), first_step_ms=first)
+    reply(ready_at=time.time(), first_step_ms=first,
+          parameters=[len(params), sum(p.numel() for p in params)])
     for request in sys.stdin:
         if request.strip() == "sample":
             step()  # the other process ran last: one untimed step refills caches and queues
@@ -360,6 +362,21 @@ class TrainChild:
         self.stderr.close()
 
 
+def check_same_parameters(model_name: str, results: dict) -> None:
+    """Raises when the devices' optimizers got different parameters (count,
+    elements): then the two steps are two programs, and their ratio means
+    nothing. A plugin whose Module.to() untied shared weights (no PrivateUse1
+    answer to aten::_has_compatible_shallow_copy_type) gave a GPT-2 model one
+    parameter more on cudadev, unnoticed, before this check."""
+    seen = {device: tuple(r["parameters"]) for device, r in results.items() if r.get("parameters")}
+    if len(set(seen.values())) > 1:
+        raise RuntimeError(
+            f"train step {model_name}: the devices' optimizers hold different parameters ("
+            + ", ".join(f"{device}: {n} tensors, {numel} elements" for device, (n, numel) in seen.items())
+            + "): not the same model, so no ratio. Did Module.to() make new Parameters on one device "
+            "(untying shared weights)? A PrivateUse1 plugin answers aten::_has_compatible_shallow_copy_type.")
+
+
 def train_steps(model_name: str, pairs: int, iterations: int, devices: tuple[str, str] = ("cuda", "cudadev"),
                 script: str = __file__) -> dict:
     """Both devices' train steps, each in a process of its own, both alive
@@ -376,8 +393,9 @@ def train_steps(model_name: str, pairs: int, iterations: int, devices: tuple[str
         for device, child in children.items():  # both compile at once; each waits for its own
             ready = child.ask()
             results[device] = {"samples": [], "first_step_ms": ready["first_step_ms"],
-                               "start_s": ready["ready_at"] - child.began}
+                               "start_s": ready["ready_at"] - child.began, "parameters": ready.get("parameters")}
             print(f"train step {model_name} on {device}: ready after {results[device]['start_s']:.0f} s", flush=True)
+        check_same_parameters(model_name, results)
         for pair in range(pairs):
             for device in (devices if pair % 2 == 0 else devices[::-1]):
                 results[device]["samples"].append(children[device].ask("sample")["ms"])
