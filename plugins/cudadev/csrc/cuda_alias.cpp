@@ -107,66 +107,48 @@ c10::Storage borrowing_alias_storage(const c10::Storage& cudadev_storage, void* 
 }  // namespace
 
 void AliasScope::reserve(size_t num_tensors) {
+  // Before the first alias, so that the indexes start complete.
+  TORCH_INTERNAL_ASSERT(storages_.empty() && tensors_.empty() && adopted_.empty(),
+                        "cudadev: AliasScope::reserve() after the scope made aliases");
   storages_.reserve(num_tensors);
   tensors_.reserve(num_tensors);
-  if (num_tensors > kIndexedFrom && !indexed_) {
+  if (num_tensors > kIndexedFrom) {
     indexed_ = true;
     for (PointerIndex* index : {&tensor_index_, &alias_tensor_index_, &storage_index_,
                                 &alias_storage_index_, &adopted_index_}) {
       index->reserve(num_tensors);
     }
-    // What the scope aliased before it was told how many tensors come.
-    for (size_t i = 0; i < storages_.size(); ++i) {
-      storage_index_.insert(storages_[i].cudadev.unsafeGetStorageImpl(), i);
-      alias_storage_index_.insert(storages_[i].alias.unsafeGetStorageImpl(), i);
-    }
-    for (size_t i = 0; i < tensors_.size(); ++i) {
-      tensor_index_.insert(tensors_[i].cudadev.unsafeGetTensorImpl(), i);
-      alias_tensor_index_.insert(tensors_[i].alias.unsafeGetTensorImpl(), i);
-    }
-    for (size_t i = 0; i < adopted_.size(); ++i) {
-      adopted_index_.insert(adopted_[i].first, i);
-    }
   }
+}
+
+template <typename Vector, typename Key>
+std::optional<size_t> AliasScope::find(const PointerIndex& index, const Vector& items, Key&& key_of,
+                                       const void* key) const {
+  return indexed_ ? index.find(key) : linear_find(items, key_of, key);
 }
 
 std::optional<size_t> AliasScope::find_tensor(const c10::TensorImpl* cudadev) const {
-  if (indexed_) {
-    return tensor_index_.find(cudadev);
-  }
-  return linear_find(
-      tensors_, [](const TensorPair& p) { return p.cudadev.unsafeGetTensorImpl(); }, cudadev);
+  return find(tensor_index_, tensors_, [](const TensorPair& p) { return p.cudadev.unsafeGetTensorImpl(); },
+              cudadev);
 }
 
 std::optional<size_t> AliasScope::find_alias_tensor(const c10::TensorImpl* alias) const {
-  if (indexed_) {
-    return alias_tensor_index_.find(alias);
-  }
-  return linear_find(
-      tensors_, [](const TensorPair& p) { return p.alias.unsafeGetTensorImpl(); }, alias);
+  return find(alias_tensor_index_, tensors_, [](const TensorPair& p) { return p.alias.unsafeGetTensorImpl(); },
+              alias);
 }
 
 std::optional<size_t> AliasScope::find_storage(const c10::StorageImpl* cudadev) const {
-  if (indexed_) {
-    return storage_index_.find(cudadev);
-  }
-  return linear_find(
-      storages_, [](const StoragePair& p) { return p.cudadev.unsafeGetStorageImpl(); }, cudadev);
+  return find(storage_index_, storages_,
+              [](const StoragePair& p) { return p.cudadev.unsafeGetStorageImpl(); }, cudadev);
 }
 
 std::optional<size_t> AliasScope::find_alias_storage(const c10::StorageImpl* alias) const {
-  if (indexed_) {
-    return alias_storage_index_.find(alias);
-  }
-  return linear_find(
-      storages_, [](const StoragePair& p) { return p.alias.unsafeGetStorageImpl(); }, alias);
+  return find(alias_storage_index_, storages_,
+              [](const StoragePair& p) { return p.alias.unsafeGetStorageImpl(); }, alias);
 }
 
 std::optional<size_t> AliasScope::find_adopted(const c10::StorageImpl* cuda) const {
-  if (indexed_) {
-    return adopted_index_.find(cuda);
-  }
-  return linear_find(adopted_, [](const auto& p) { return p.first; }, cuda);
+  return find(adopted_index_, adopted_, [](const auto& p) { return p.first; }, cuda);
 }
 
 void AliasScope::add_storage(StoragePair pair) {

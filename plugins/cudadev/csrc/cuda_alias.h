@@ -49,6 +49,7 @@ class AliasScope {
   // Room for `num_tensors` aliases, so that a call aliasing long tensor
   // lists (the multi-tensor operators, foreach.cpp) grows no vector; past a
   // few tensors, lookups go through hash indexes instead of linear searches.
+  // Only before the scope's first alias.
   void reserve(size_t num_tensors);
 
   // The CUDA alias of a cudadev tensor on this scope's device; the same
@@ -89,6 +90,9 @@ class AliasScope {
   std::optional<size_t> find_storage(const c10::StorageImpl* cudadev) const;
   std::optional<size_t> find_alias_storage(const c10::StorageImpl* alias) const;
   std::optional<size_t> find_adopted(const c10::StorageImpl* cuda) const;
+  template <typename Vector, typename Key>
+  std::optional<size_t> find(const PointerIndex& index, const Vector& items, Key&& key_of,
+                             const void* key) const;
   void add_storage(StoragePair pair);
   void add_tensor(TensorPair pair);
 
