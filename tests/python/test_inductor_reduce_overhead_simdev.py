@@ -218,7 +218,7 @@ def test_a_parameter_replaced_by_another_tensor_is_captured_again_up_to_inductor
                 torch.testing.assert_close(compiled(x).cpu(), model(x).cpu())
             model[0].weight = torch.nn.Parameter(host(32, 16, seed=10 + replacement).to("simdev"))
     assert counted["captures"] == 2, graph_capture_counts()
-    assert "its parameters or other static inputs moved 2 times" in caplog.text, caplog.text
+    assert "its parameters or other static inputs moved, or its earlier outputs were still in use, 2 times" in caplog.text, caplog.text
     assert counted["not_captured"] == 1, graph_capture_counts()
 
 
@@ -282,6 +282,68 @@ def test_gradients_kept_from_autograd_grad_survive_later_replays():
         expected.append(eager.cpu())
     for grad, eager in zip(kept, expected):
         torch.testing.assert_close(grad.cpu(), eager, rtol=1e-5, atol=1e-6)
+
+
+def test_gradients_go_into_grad_without_a_copy():
+    # A backward replay hands out new tensors over the graph's memory and keeps
+    # no reference to them, so autograd takes each gradient into .grad as it
+    # is. Were the capture to keep a reference, AccumulateGrad would copy every
+    # weight gradient into fresh memory at every step (1 MiB here).
+    def make():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(),
+                                   torch.nn.Linear(512, 256)).to("simdev")
+
+    counted = Counted()
+    eager_model, model = make(), make()
+    compiled = torch.compile(model, mode="reduce-overhead")
+    weight_bytes = sum(p.nbytes for p in model.parameters() if p.dim() == 2)
+    for seed in range(5):
+        x = host(8, 256, seed=seed).to("simdev")
+        for m, forward in ((eager_model, eager_model), (model, compiled)):
+            m.zero_grad(set_to_none=True)
+            loss = forward(x).square().mean()
+            before = torch.simdev.memory_allocated()
+            loss.backward()
+        if seed >= 2:  # replays
+            grown = torch.simdev.memory_allocated() - before
+            assert grown < weight_bytes // 4, (grown, weight_bytes)
+        for a, b in zip(eager_model.parameters(), model.parameters()):
+            torch.testing.assert_close(b.grad.cpu(), a.grad.cpu(), rtol=1e-5, atol=1e-6)
+    assert counted["captures"] == 2, graph_capture_counts()
+
+
+def test_gradients_kept_across_steps_survive_later_replays():
+    # Each step's .grad, kept: the memory it took from the backward graph is
+    # still in use when the graph replays again, so that call replays another
+    # capture of the graph instead of overwriting it.
+    eager_model, model = small_model(0), small_model(0)
+    compiled = torch.compile(model, mode="reduce-overhead")
+    kept, expected = [], []
+    for seed in range(6):
+        x = host(8, 16, seed=seed).to("simdev")
+        for m, forward in ((eager_model, eager_model), (model, compiled)):
+            m.zero_grad(set_to_none=True)
+            forward(x).square().mean().backward()
+        kept.append([p.grad for p in model.parameters()])
+        expected.append([p.grad.cpu() for p in eager_model.parameters()])
+    for grads, eager in zip(kept, expected):
+        for grad, reference in zip(grads, eager):
+            torch.testing.assert_close(grad.cpu(), reference, rtol=1e-5, atol=1e-6)
+
+
+def test_gradients_accumulated_over_steps_match_eager():
+    # .grad kept from one backward to the next (no zero_grad): the first
+    # replay's gradient, taken as it is, is moved out before the graph replays
+    # again, and the later ones are added into it.
+    eager_model, model = small_model(0), small_model(0)
+    compiled = torch.compile(model, mode="reduce-overhead")
+    for seed in range(5):
+        x = host(8, 16, seed=seed).to("simdev")
+        eager_model(x).square().mean().backward()
+        compiled(x).square().mean().backward()
+    for a, b in zip(eager_model.parameters(), model.parameters()):
+        torch.testing.assert_close(b.grad.cpu(), a.grad.cpu(), rtol=1e-5, atol=1e-6)
 
 
 def adamw_after_steps(mode: str | None, steps: int = 4, **options):

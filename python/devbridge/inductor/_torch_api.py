@@ -64,7 +64,8 @@ Sources: torch/_dynamo/, torch/_inductor/ and torch/utils/_triton.py of pytorch
            on the plugin device (accept_graph_capture);
            config.triton.cudagraph_unexpected_rerecord_limit and
            torch._C._tensors_data_ptrs_at_indices_equal (captures per set of
-           static input addresses)
+           static input addresses), torch._C._storage_Use_Count (whether a
+           backward graph's earlier outputs are still in use)
   timing   torch._inductor.runtime.benchmarking.register_benchmarker and
            Benchmarker.benchmark_gpu(device_type=) (2.13 and 2.14; 2.11 has no
            registry: benchmarking.benchmarker.benchmark wrapped for the
@@ -596,6 +597,13 @@ def data_pointers_equal(tensors: list, data_pointers: list, indices: list) -> bo
 
 
 _data_pointers_equal = getattr(torch._C, "_tensors_data_ptrs_at_indices_equal", None)
+
+
+def storage_references(tensor: torch.Tensor) -> int:
+    """How many strong references the storage of `tensor` has, the caller's
+    temporary one included: torch._C._storage_Use_Count, which CUDA graph
+    trees read to see whether a graph's earlier outputs are still in use."""
+    return torch._C._storage_Use_Count(tensor.untyped_storage()._cdata)
 
 
 def share_config_heuristics(device: str, peer: str, capability) -> str:

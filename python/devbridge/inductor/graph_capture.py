@@ -28,17 +28,24 @@ Inductor does not let a capture own, a capture the plugin refuses.
 One difference from CUDA graph trees: the outputs of a forward graph are
 its static buffers, overwritten by its next replay (torch's own behaviour
 with torch._inductor.config.triton.cudagraph_trees=False); clone an output
-that must outlive the next call of the compiled function. A backward graph's
-outputs (the gradients) that are still held when it replays again
-(torch.autograd.grad's results, kept) are first moved to memory of their
-own.
+that must outlive the next call of the compiled function. A backward graph
+hands out new tensors over its output memory at every replay and keeps no
+reference to them, as graph trees do: autograd then takes a gradient as it is
+into .grad instead of copying it (AccumulateGrad copies a gradient somebody
+else still references), which would cost a train step a copy of every weight
+gradient. Before it replays again, the tensors it handed out that are still
+held (torch.autograd.grad's results) are moved to memory of their own; where
+other tensors still use its output memory (a .grad that took a gradient as it
+is and is kept across steps, to accumulate into), the call replays another
+capture of the graph, made for it as CUDA graph trees record another graph
+(within the same limit of captures).
 """
 
 from __future__ import annotations
 
 import logging
-import sys
 import threading
+import weakref
 
 import torch
 
@@ -156,14 +163,19 @@ def _copy_into(dst: torch.Tensor, src: torch.Tensor, dims: list[int]) -> None:
 class _Capture:
     # copied: (input index, static buffer, its expanded dimensions) per input
     # that each replay copies in, decided once at the capture; written_back:
-    # (input index, static buffer) of those the graph mutates. in_place: the
+    # (input index, static buffer) of those the graph mutates. outputs: what a
+# forward graph returns at every replay; a backward graph keeps only memory
+# (its outputs' memory, never handed out) and handed (weak references to the
+# tensors its last replay handed out) and in_use (per output storage: a
+# tensor on it and the references the capture's own tensors hold, counted at
+# its first replay; more mean the memory is still in use). in_place: the
     # indices of the tensors used in place; static_addresses: per input, the
     # data pointer of one used in place, else None. The tensors used in place
     # are not kept: the graph reads whatever is at their addresses, where a
     # replay finds the inputs of its call (_find), and a replaced parameter is
     # not held alive by the capture made for it.
-    __slots__ = ("graph", "copied", "written_back", "outputs", "as_tuple", "memory", "in_place",
-                 "static_addresses")
+    __slots__ = ("graph", "copied", "written_back", "outputs", "as_tuple", "memory", "handed", "in_use",
+                 "in_place", "static_addresses")
 
 
 class _Graphified:
@@ -195,8 +207,9 @@ class _Graphified:
                     limit = _torch_api.capture_rerecord_limit()
                     if len(captured) >= limit:
                         self.uncaptured.add(key)
-                        _report(self.device, f"its parameters or other static inputs moved {limit} times (each "
-                                             "new address needs a capture of its own; the limit is Inductor's "
+                        _report(self.device, f"its parameters or other static inputs moved, or its earlier "
+                                             f"outputs were still in use, {limit} times (each needs a capture of "
+                                             "its own; the limit is Inductor's "
                                              "config.triton.cudagraph_unexpected_rerecord_limit)")
                         return self.model(inputs)
                     capture = self._capture(inputs)
@@ -206,11 +219,12 @@ class _Graphified:
                     captured.append(capture)
         return self._replay(capture, inputs)
 
-    @staticmethod
-    def _find(captures, inputs: list) -> _Capture | None:
-        """The capture made for the static inputs' current addresses."""
+    def _find(self, captures, inputs: list) -> _Capture | None:
+        """The capture made for the static inputs' current addresses (for a
+        backward graph, one whose output memory is free again)."""
         for capture in captures:
-            if _torch_api.data_pointers_equal(inputs, capture.static_addresses, capture.in_place):
+            if _torch_api.data_pointers_equal(inputs, capture.static_addresses, capture.in_place) and (
+                    not self.is_backward or not _outputs_in_use(capture)):
                 return capture
         return None
 
@@ -263,10 +277,9 @@ class _Graphified:
             _report(self.device, f"the plugin refused the capture: {error}")
             return None
         capture.as_tuple = isinstance(outputs, tuple)
-        capture.outputs = list(outputs)
-        # The graph's own output memory, for handing out fresh tensors over it
-        # when a backward graph's earlier outputs are still held (_replay).
-        capture.memory = [o.detach() if isinstance(o, torch.Tensor) else o for o in capture.outputs]
+        capture.memory = [o.detach() if isinstance(o, torch.Tensor) else o for o in outputs]
+        capture.outputs = None if self.is_backward else list(outputs)
+        capture.handed, capture.in_use = [], None
         _count("captures")
         return capture
 
@@ -275,29 +288,41 @@ class _Graphified:
             source = inputs[i]
             if source.data_ptr() != target.data_ptr():
                 _copy_into(target, source, dims)
-        if self.is_backward:
-            _move_held_outputs(capture)
         capture.graph.replay()
         for i, buffer in capture.written_back:
             inputs[i].copy_(buffer)
         inputs.clear()
         _count("replays")
-        return tuple(capture.outputs) if capture.as_tuple else list(capture.outputs)
+        outputs = _hand_out(capture) if self.is_backward else capture.outputs
+        return tuple(outputs) if capture.as_tuple else list(outputs)
 
 
-# References to an output tensor while _move_held_outputs looks at it: the
-# outputs list, the local name and getrefcount's own argument.
-_OWN_REFERENCES = 3
+def _hand_out(capture: _Capture) -> list:
+    """A backward graph's outputs: new tensors over its output memory, which
+    only the caller references (so AccumulateGrad takes a gradient as it is,
+    where it would copy one the capture kept a reference to)."""
+    if capture.in_use is None:
+        # The capture's own references, before any tensor is handed out.
+        first = {}
+        for o in capture.memory:
+            if isinstance(o, torch.Tensor):
+                first.setdefault(o.untyped_storage().data_ptr(), o)
+        capture.in_use = [(o, _torch_api.storage_references(o)) for o in first.values()]
+    outputs = [o.detach() if isinstance(o, torch.Tensor) else o for o in capture.memory]
+    capture.handed = [weakref.ref(o) for o in outputs if isinstance(o, torch.Tensor)]
+    return outputs
 
 
-def _move_held_outputs(capture: _Capture) -> None:
-    """Before a backward graph replays: an output of its previous replay that
-    somebody still holds (torch.autograd.grad's results, kept) gets memory of
-    its own with its values, and the graph's memory is handed out as a new
-    tensor. (Gradients accumulated into .grad are autograd's own copies.)"""
-    outputs = capture.outputs
-    for i in range(len(outputs)):
-        tensor = outputs[i]
-        if isinstance(tensor, torch.Tensor) and sys.getrefcount(tensor) > _OWN_REFERENCES:
+def _outputs_in_use(capture: _Capture) -> bool:
+    """Before a backward graph replays: moves the tensors its previous replay
+    handed out that are still held (torch.autograd.grad's results, kept) to
+    memory of their own with their values; then whether other tensors still
+    use its output memory (a .grad that took a gradient as it is: autograd's
+    alias of a handed-out tensor, which cannot be moved from here)."""
+    for ref in capture.handed:
+        tensor = ref()
+        if tensor is not None:
             tensor.data = tensor.clone()
-            outputs[i] = capture.memory[i].detach()
+    capture.handed = []
+    return capture.in_use is not None and any(
+        _torch_api.storage_references(o) > own for o, own in capture.in_use)
