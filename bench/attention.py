@@ -289,8 +289,8 @@ def train_rows(rows, iterations, pairs, save, meta, names):
                                     statistics.median(samples[device]), "ms/iter", group="train step", device=device,
                                     samples=samples[device], loss=results[device]["loss"], model=label,
                                     series=f"torch.compile on {device}", train_model=name))
-        rows.append(ratio_row(label, samples, group="train step", loss_cuda=results["cuda"]["loss"],
-                              loss_cudadev=results["cudadev"]["loss"], train_model=name))
+        rows.append(harness.train_ratio_row(f"{label}: ratio cudadev/cuda", results, TARGET, group="train step",
+                                            train_model=name))
         save(rows, meta)
 
 
