@@ -64,8 +64,9 @@ Sources: torch/_dynamo/, torch/_inductor/ and torch/utils/_triton.py of pytorch
            on the plugin device (accept_graph_capture);
            config.triton.cudagraph_unexpected_rerecord_limit and
            torch._C._tensors_data_ptrs_at_indices_equal (captures per set of
-           static input addresses), torch._C._storage_Use_Count (whether a
-           backward graph's earlier outputs are still in use)
+           static input addresses), torch._C._storage_Use_Count and
+           UntypedStorage._cdata (whether a backward graph's earlier outputs
+           are still in use)
   timing   torch._inductor.runtime.benchmarking.register_benchmarker and
            Benchmarker.benchmark_gpu(device_type=) (2.13 and 2.14; 2.11 has no
            registry: benchmarking.benchmarker.benchmark wrapped for the
@@ -599,11 +600,17 @@ def data_pointers_equal(tensors: list, data_pointers: list, indices: list) -> bo
 _data_pointers_equal = getattr(torch._C, "_tensors_data_ptrs_at_indices_equal", None)
 
 
-def storage_references(tensor: torch.Tensor) -> int:
-    """How many strong references the storage of `tensor` has, the caller's
-    temporary one included: torch._C._storage_Use_Count, which CUDA graph
-    trees read to see whether a graph's earlier outputs are still in use."""
-    return torch._C._storage_Use_Count(tensor.untyped_storage()._cdata)
+def storage_handle(tensor: torch.Tensor) -> int:
+    """The address of the StorageImpl under `tensor` (UntypedStorage._cdata),
+    for storage_references; valid while something keeps that storage alive."""
+    return tensor.untyped_storage()._cdata
+
+
+def storage_references(handle: int) -> int:
+    """How many strong references a storage (by storage_handle) has:
+    torch._C._storage_Use_Count, which CUDA graph trees read to see whether a
+    graph's earlier outputs are still in use."""
+    return torch._C._storage_Use_Count(handle)
 
 
 def share_config_heuristics(device: str, peer: str, capability) -> str:

@@ -164,16 +164,16 @@ class _Capture:
     # copied: (input index, static buffer, its expanded dimensions) per input
     # that each replay copies in, decided once at the capture; written_back:
     # (input index, static buffer) of those the graph mutates. outputs: what a
-# forward graph returns at every replay; a backward graph keeps only memory
-# (its outputs' memory, never handed out) and handed (weak references to the
-# tensors its last replay handed out) and in_use (per output storage: a
-# tensor on it and the references the capture's own tensors hold, counted at
-# its first replay; more mean the memory is still in use). in_place: the
-    # indices of the tensors used in place; static_addresses: per input, the
-    # data pointer of one used in place, else None. The tensors used in place
-    # are not kept: the graph reads whatever is at their addresses, where a
-    # replay finds the inputs of its call (_find), and a replaced parameter is
-    # not held alive by the capture made for it.
+    # forward graph returns at every replay. A backward graph keeps instead:
+    # memory (tensors over its outputs' memory, never handed out), handed (weak
+    # references to the tensors its last replay handed out) and in_use (per
+    # output storage, its storage_handle and the references the capture's own
+    # tensors hold, counted at its first replay: more mean the memory is still
+    # in use). in_place: the indices of the tensors used in place;
+    # static_addresses: per input, the data pointer of one used in place, else
+    # None. The tensors used in place are not kept: the graph reads whatever is
+    # at their addresses, where a replay finds the inputs of its call (_find),
+    # and a replaced parameter is not held alive by the capture made for it.
     __slots__ = ("graph", "copied", "written_back", "outputs", "as_tuple", "memory", "handed", "in_use",
                  "in_place", "static_addresses")
 
@@ -302,12 +302,10 @@ def _hand_out(capture: _Capture) -> list:
     only the caller references (so AccumulateGrad takes a gradient as it is,
     where it would copy one the capture kept a reference to)."""
     if capture.in_use is None:
-        # The capture's own references, before any tensor is handed out.
-        first = {}
-        for o in capture.memory:
-            if isinstance(o, torch.Tensor):
-                first.setdefault(o.untyped_storage().data_ptr(), o)
-        capture.in_use = [(o, _torch_api.storage_references(o)) for o in first.values()]
+        # The capture's own references, before any tensor is handed out (its
+        # memory tensors keep the storages, and so the handles, alive).
+        handles = {_torch_api.storage_handle(o) for o in capture.memory if isinstance(o, torch.Tensor)}
+        capture.in_use = [(handle, _torch_api.storage_references(handle)) for handle in handles]
     outputs = [o.detach() if isinstance(o, torch.Tensor) else o for o in capture.memory]
     capture.handed = [weakref.ref(o) for o in outputs if isinstance(o, torch.Tensor)]
     return outputs
@@ -325,4 +323,4 @@ def _outputs_in_use(capture: _Capture) -> bool:
             tensor.data = tensor.clone()
     capture.handed = []
     return capture.in_use is not None and any(
-        _torch_api.storage_references(o) > own for o, own in capture.in_use)
+        _torch_api.storage_references(handle) > own for handle, own in capture.in_use)
